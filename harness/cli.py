@@ -1,0 +1,246 @@
+"""The ``harness`` command line.
+
+    harness run        grade predictions (default: the embedded demo set and its predictions)
+    harness doctor     say what is missing (engine, mmdebstrap, disk); --start-engine starts dockerd
+    harness compare    vendor claims vs a run, or run A vs run B (see harness.compare)
+
+Exit codes: 0 the command did its job (whatever the verdicts), 2 bad input or missing
+prerequisites (a sentence on stderr, no traceback), 1 an unexpected failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from harness import __version__
+from harness.errors import EngineUnavailable, HarnessError, InputError
+
+DEFAULT_OUTPUT_DIR = "runs"
+
+
+def _repo_override(text: str) -> tuple[str, Path]:
+    if "=" not in text or "/" not in text.split("=", 1)[0]:
+        raise argparse.ArgumentTypeError(f"expected OWNER/NAME=PATH, got {text!r}")
+    name, path = text.split("=", 1)
+    return name, Path(path).expanduser().resolve()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="harness", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action="version", version=f"harness {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="grade predictions on an instance set")
+    run.add_argument("--instances", type=Path, help="instance set (JSON, JSONL or YAML); default: the demo set")
+    run.add_argument("--predictions", help="'gold', 'empty' or a predictions file; default: the demo predictions")
+    run.add_argument("--run-id", help="name of the run directory (default: derived from the model and time)")
+    run.add_argument("--instance-ids", nargs="+", metavar="ID", help="only these instances")
+    run.add_argument("--repos-dir", type=Path, help="directory holding OWNER__NAME git repositories")
+    run.add_argument("--repo", action="append", type=_repo_override, default=[], metavar="OWNER/NAME=PATH",
+                     help="a local git repository for one repository (repeatable)")
+    run.add_argument("--specs", action="append", type=Path, default=[], metavar="DIR",
+                     help="extra environment spec directory (repeatable; overrides images/specs)")
+    run.add_argument("--timeout", type=int, help="test-run timeout in seconds (default: the spec's)")
+    run.add_argument("--output-dir", type=Path, default=Path(DEFAULT_OUTPUT_DIR))
+    run.add_argument("--cache-dir", type=Path, help="cache directory (default: $HARNESS_CACHE_DIR or ~/.cache/harness)")
+    run.add_argument("--max-workers", type=int, default=1)
+    run.add_argument("--no-clone", action="store_true", help="never clone a repository from its public URL")
+    run.add_argument("--quiet", action="store_true", help="no progress display and no table")
+    run.add_argument("--verbose", action="store_true", help="log every event on stderr")
+    run.set_defaults(func=cmd_run)
+
+    doctor = sub.add_parser("doctor", help="check the engine, mmdebstrap and disk")
+    doctor.add_argument("--start-engine", action="store_true", help="start dockerd if nothing answers (root)")
+    doctor.set_defaults(func=cmd_doctor)
+
+    from harness.compare import add_compare_parser
+    add_compare_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except (InputError, EngineUnavailable) as exc:
+        print(f"harness: {exc}", file=sys.stderr)
+        return 2
+    except HarnessError as exc:
+        print(f"harness: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("harness: interrupted", file=sys.stderr)
+        return 130
+
+
+# ---------------------------------------------------------------------------- run
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from harness import demo, logs
+    from harness.engine.client import connect
+    from harness.evaluation import EvalConfig
+    from harness.instances import load_instances
+    from harness.paths import cache_root
+    from harness.predictions import resolve_predictions
+    from harness.repos import RepoResolver
+    from harness.report import summarise, write_json_atomic
+    from harness.runner import BatchRunner, Preparer, RunConfig, iter_tasks
+    from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry
+
+    instances_path = (args.instances or demo.DEMO_DIR / "instances.jsonl").expanduser().resolve()
+    predictions_arg = args.predictions
+    if predictions_arg is None:
+        if args.instances is not None:
+            raise InputError("--predictions is required with --instances ('gold', 'empty' or a file)",
+                             field="--predictions")
+        predictions_arg = str(demo.DEMO_DIR / "predictions.jsonl")
+
+    loaded = load_instances(instances_path, args.instance_ids)
+    predictions = resolve_predictions(predictions_arg, loaded.instances)
+    model = predictions.model_name_or_path
+    run_id = args.run_id or f"{_slug(model)}-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}"
+    if args.run_id is None and args.instances is None and args.predictions is None:
+        run_id = "demo"
+    cache_dir = (args.cache_dir.expanduser().resolve() if args.cache_dir else cache_root())
+    output_dir = args.output_dir.expanduser().resolve()
+
+    from harness.paths import RunPaths
+    paths = RunPaths.create(output_dir, run_id)
+    logs.configure(paths.log, quiet=args.quiet, verbose=args.verbose)
+    log = logs.get_logger(run_id=run_id)
+    input_errors = {e.record or "?": str(e) for e in [*loaded.errors, *predictions.errors]}
+    for message in input_errors.values():
+        print(f"harness: skipped: {message}", file=sys.stderr)
+        log.error("input.error", error=message)
+
+    overrides = dict(args.repo)
+    demo_repos = sorted({i.repo for i in loaded.instances if i.repo.startswith(demo.DEMO_OWNER + "/")}
+                        - set(overrides))
+    if demo_repos and args.repos_dir is None:
+        built = demo.build_demo_repos(demo.DEMO_DIR, cache_dir / "demo-repos")
+        overrides.update({name: path for name, path in built.items() if name in demo_repos})
+
+    specs = SpecRegistry.load(DEFAULT_SPECS_DIR, *args.specs)
+    client = connect()
+    resolver = RepoResolver(cache_dir, args.repos_dir, overrides, allow_clone=not args.no_clone)
+    config = RunConfig(run_id=run_id, output_dir=output_dir, cache_dir=cache_dir,
+                       eval=EvalConfig(timeout=args.timeout), max_workers=args.max_workers)
+    tasks, orphans = iter_tasks(loaded.instances, predictions.predictions)
+    for orphan in orphans:
+        print(f"harness: skipped prediction for {orphan}: not in the instance set", file=sys.stderr)
+    with_prediction = {t.instance.instance_id for t in tasks}
+    without = [i.instance_id for i in loaded.instances if i.instance_id not in with_prediction]
+
+    progress = _Progress(len(tasks), enabled=not args.quiet and sys.stderr.isatty())
+    runner = BatchRunner(config, client, Preparer(client, specs, resolver, cache_dir), progress=progress.update)
+    with progress:
+        results = runner.run(tasks)
+    all_ids = [i.instance_id for i in loaded.instances] + list(input_errors)
+    summary = summarise(run_id, model, all_ids, results, input_errors,
+                        empty_patch_ids=[t.instance.instance_id for t in tasks if t.prediction.is_empty])
+    summary["no_prediction_ids"] = sorted(without)
+    summary["instances_file"] = str(instances_path)
+    summary["predictions"] = predictions_arg
+    write_json_atomic(paths.summary, summary)
+    if not args.quiet:
+        _print_table(results, summary)
+    print(f"run directory: {paths.root}")
+    return 0
+
+
+def _slug(text: str) -> str:
+    import re
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:60] or "run"
+
+
+class _Progress:
+    """A live progress line (done / resolved / errors / ETA) for interactive batches."""
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.enabled = enabled and total > 1
+        self.total = total
+        self.resolved = 0
+        self.errors = 0
+        self._progress = None
+        self._task = None
+
+    def __enter__(self):
+        if self.enabled:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+            self._progress = Progress(TextColumn("[bold]grading"), BarColumn(), MofNCompleteColumn(),
+                                      TextColumn("resolved {task.fields[resolved]}  errors {task.fields[errors]}"),
+                                      TimeRemainingColumn(), transient=True)
+            self._progress.start()
+            self._task = self._progress.add_task("grading", total=self.total, resolved=0, errors=0)
+        return self
+
+    def update(self, result) -> None:
+        self.resolved += int(result.resolved)
+        self.errors += int(bool(result.error_reason and result.error_reason.origin != "model"))
+        if self._progress is not None:
+            self._progress.update(self._task, advance=1, resolved=self.resolved, errors=self.errors)
+
+    def __exit__(self, *exc) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+
+def _print_table(results, summary) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    table = Table(title=f"run {summary['run_id']} ({summary['model_name_or_path']})")
+    for column in ("instance", "status", "resolved", "F2P", "P2P", "reason"):
+        table.add_column(column)
+    for r in results:
+        f2p = f"{len(r.f2p_success)}/{len(r.f2p_success) + len(r.f2p_failure)}"
+        p2p = f"{len(r.p2p_success)}/{len(r.p2p_success) + len(r.p2p_failure)}"
+        name = r.instance_id if r.attempt is None else f"{r.instance_id}#{r.attempt}"
+        table.add_row(name, r.status.value, "yes" if r.resolved else "no", f2p, p2p,
+                      r.error_reason.value if r.error_reason else "")
+    console = Console(stderr=False)
+    console.print(table)
+    console.print(f"resolved {summary['resolved_instances']} of {summary['total_instances']}"
+                  f" (errors {summary['error_instances']}, invalid {len(summary['invalid_ids'])})")
+
+
+# ---------------------------------------------------------------------------- doctor
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from harness.engine.client import connect, start_engine
+    from harness.paths import cache_root
+    problems = []
+    if args.start_engine:
+        try:
+            start_engine()
+        except EngineUnavailable as exc:
+            problems.append(str(exc))
+    try:
+        client = connect(timeout=10)
+        info = client.version()
+        print(f"engine: Docker {info.get('Version')} (API {info.get('ApiVersion')})")
+    except EngineUnavailable as exc:
+        problems.append(str(exc))
+    for tool, package in (("mmdebstrap", "mmdebstrap"), ("git", "git"), ("dockerd", "docker.io")):
+        found = shutil.which(tool)
+        print(f"{tool}: {found or 'missing'}")
+        if not found:
+            problems.append(f"{tool} is missing: apt-get install {package}")
+    for label, path in (("cache", cache_root()), ("docker data", Path("/var/lib/docker"))):
+        probe = path if path.exists() else Path(os.path.expanduser("~"))
+        free = shutil.disk_usage(probe).free / 1024**3
+        print(f"disk free at {label} ({probe}): {free:.1f} GiB")
+        if free < 5:
+            problems.append(f"less than 5 GiB free at {probe}")
+    for problem in dict.fromkeys(problems):
+        print(f"problem: {problem}", file=sys.stderr)
+    return 2 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""Connecting to the Docker engine, and starting one when none answers.
+
+On a fresh Debian machine no engine runs. :func:`ensure_engine` with ``start=True``
+(used by ``harness doctor --start-engine`` and the set-up script) clears a stale pid
+file and starts ``dockerd`` in the background, then waits until it answers. Failure is
+an :class:`~harness.errors.EngineUnavailable` with a sentence saying what to do.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import docker
+from docker.errors import DockerException
+
+from harness.errors import EngineUnavailable
+
+DOCKERD_LOG = Path("/var/log/harness-dockerd.log")
+STALE_PID_FILES = (Path("/var/run/docker.pid"), Path("/run/docker.pid"),
+                   Path("/var/run/docker/containerd/containerd.pid"))
+
+
+def connect(timeout: float = 120) -> docker.DockerClient:
+    """A client for the engine named by DOCKER_HOST (default: the local socket).
+
+    Raises EngineUnavailable when nothing answers a ping.
+    """
+    try:
+        client = docker.from_env(timeout=timeout)
+        client.ping()
+        return client
+    except DockerException as exc:
+        raise EngineUnavailable(
+            f"no Docker engine answers ({exc.__class__.__name__}). Start one with "
+            "`harness doctor --start-engine` (as root) or `bash scripts/setup.sh`.") from None
+
+
+def engine_answers() -> bool:
+    try:
+        connect(timeout=5).close()
+        return True
+    except EngineUnavailable:
+        return False
+
+
+def _dockerd_running() -> bool:
+    for pid_dir in Path("/proc").iterdir():
+        if not pid_dir.name.isdigit():
+            continue
+        try:
+            if (pid_dir / "comm").read_text().strip() == "dockerd":
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def start_engine(wait_seconds: float = 90) -> None:
+    """Start ``dockerd`` in the background (root only) and wait until it answers.
+
+    Raises EngineUnavailable naming what is missing (not root, no dockerd binary, the
+    daemon did not come up: its log's tail is included).
+    """
+    if engine_answers():
+        return
+    dockerd = shutil.which("dockerd")
+    if dockerd is None:
+        raise EngineUnavailable("dockerd is not installed: `apt-get install docker.io` "
+                                "(or run `bash scripts/setup.sh`)")
+    if os.geteuid() != 0:
+        raise EngineUnavailable("no Docker engine answers and starting dockerd needs root")
+    if not _dockerd_running():
+        for pid_file in STALE_PID_FILES:
+            pid_file.unlink(missing_ok=True)
+        DOCKERD_LOG.parent.mkdir(parents=True, exist_ok=True)
+        with open(DOCKERD_LOG, "ab") as log:
+            subprocess.Popen([dockerd], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                             start_new_session=True)
+    deadline = time.monotonic() + wait_seconds
+    while time.monotonic() < deadline:
+        if engine_answers():
+            return
+        time.sleep(0.5)
+    tail = DOCKERD_LOG.read_text(errors="replace")[-2000:] if DOCKERD_LOG.exists() else ""
+    raise EngineUnavailable(f"dockerd did not answer within {wait_seconds:.0f} s; log tail:\n{tail}")

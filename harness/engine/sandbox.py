@@ -1,0 +1,310 @@
+"""One container's lifecycle, and executing commands in it.
+
+The lifecycle (:class:`DockerBackend.start` → :class:`DockerSandbox` → ``close``) is
+kept apart from what runs inside (:meth:`Sandbox.exec`), like inspect_ai's sandbox and
+SWE-ReX's deployment/runtime split: the evaluation code only sees the
+:class:`Sandbox` protocol, so another backend can slot in.
+
+Every container: ``network_mode=none``; runs as the unprivileged harness user; all
+capabilities dropped; ``no-new-privileges``; pids, memory and CPU limits; a capped log;
+a read-only root filesystem. Writable places are size-limited tmpfs volumes:
+``/testbed`` (the working copy) and ``/harness`` (patches in, results out), plus a tmpfs
+``/tmp``. Containers and volumes carry the label ``org.harness.run-id`` so that ones
+left by a dead run can be found and removed.
+"""
+
+from __future__ import annotations
+
+import io
+import secrets
+import tarfile
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import docker
+from docker.errors import APIError, NotFound
+from docker.types import DriverConfig, Mount
+
+from harness.errors import ContainerDied, InfrastructureError
+
+LABEL_RUN = "org.harness.run-id"
+LABEL_OWNER = "org.harness.owner"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one sandbox. Sizes in bytes, cpus in cores, pids a count."""
+
+    memory: int = 4 * 1024**3
+    cpus: float = 1.0
+    pids: int = 512
+    testbed_size: int = 2 * 1024**3
+    io_size: int = 256 * 1024**2
+    tmp_size: int = 512 * 1024**2
+    log_size: str = "1m"
+
+
+@dataclass
+class ExecResult:
+    """The outcome of one command. ``output`` is stdout and stderr interleaved, cut at the
+    caller's byte limit (``truncated`` says so); ``duration`` in seconds."""
+
+    argv: list[str]
+    exit_code: int | None
+    output: str
+    duration: float
+    timed_out: bool = False
+    truncated: bool = False
+    killed: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+class Sandbox(Protocol):
+    """What the evaluation needs from an environment, whatever the backend."""
+
+    id: str
+
+    def exec(self, argv: list[str], *, workdir: str = "/testbed", env: dict[str, str] | None = None,
+             timeout: float = 600, output_limit: int = 1 << 20) -> ExecResult: ...
+
+    def put_files(self, directory: str, files: dict[str, bytes], mode: int = 0o644) -> None: ...
+
+    def get_file(self, path: str, limit: int) -> bytes | None: ...
+
+    def alive(self) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+class DockerBackend:
+    """Starts sandboxes on one Docker engine."""
+
+    def __init__(self, client: docker.DockerClient, run_id: str, user: str = "1000:1000",
+                 limits: Limits | None = None) -> None:
+        self.client = client
+        self.run_id = run_id
+        self.user = user
+        self.limits = limits or Limits()
+
+    def start(self, image: str, name_hint: str = "") -> "DockerSandbox":
+        """Create and start a sandbox. Raises InfrastructureError on engine failures."""
+        suffix = secrets.token_hex(4)
+        base = f"harness-{_safe(name_hint)[:60]}-{suffix}"
+        labels = {LABEL_RUN: self.run_id, LABEL_OWNER: "harness"}
+        limits = self.limits
+        volumes = []
+        mounts = []
+        try:
+            for target, size, mode in (("/testbed", limits.testbed_size, "0755"),
+                                       ("/harness", limits.io_size, "0755")):
+                vol_name = f"{base}-{target.strip('/')}"
+                opts = {"type": "tmpfs", "device": "tmpfs",
+                        "o": f"size={size},uid=1000,gid=1000,mode={mode},nosuid,nodev"}
+                volumes.append(self.client.volumes.create(name=vol_name, driver="local", driver_opts=opts,
+                                                          labels=labels))
+                mounts.append(Mount(target=target, source=vol_name, type="volume"))
+            container = self.client.containers.create(
+                image, command=["sleep", "infinity"], name=base, labels=labels, user=self.user,
+                network_mode="none", cap_drop=["ALL"], security_opt=["no-new-privileges"],
+                pids_limit=limits.pids, mem_limit=limits.memory, memswap_limit=limits.memory,
+                nano_cpus=int(limits.cpus * 1e9), read_only=True, mounts=mounts,
+                tmpfs={"/tmp": f"size={limits.tmp_size},mode=1777,nosuid,nodev"},
+                log_config={"type": "json-file", "config": {"max-size": limits.log_size, "max-file": "1"}},
+                working_dir="/testbed", environment={"HOME": "/tmp"}, stdin_open=False, tty=False,
+            )
+            container.start()
+        except APIError as exc:
+            for vol in volumes:
+                _quiet_remove_volume(self.client, vol.name)
+            raise InfrastructureError(f"starting a container from {image} failed: "
+                                      f"{exc.explanation or exc}") from None
+        return DockerSandbox(self.client, container, [v.name for v in volumes])
+
+    def cleanup_run(self, run_id: str | None = None) -> int:
+        """Remove every container and volume labelled with the run id (default: this
+        backend's). Returns the number of containers removed."""
+        label = f"{LABEL_RUN}={run_id or self.run_id}"
+        removed = 0
+        for container in self.client.containers.list(all=True, filters={"label": label}):
+            try:
+                container.remove(force=True, v=True)
+                removed += 1
+            except NotFound:
+                pass
+        for volume in self.client.volumes.list(filters={"label": label}):
+            _quiet_remove_volume(self.client, volume.name)
+        return removed
+
+
+class DockerSandbox:
+    def __init__(self, client: docker.DockerClient, container, volume_names: list[str]) -> None:
+        self.client = client
+        self.container = container
+        self.id = container.id
+        self.volume_names = volume_names
+        self._killed_by_us = False
+
+    def alive(self) -> bool:
+        try:
+            self.container.reload()
+            return self.container.status == "running"
+        except NotFound:
+            return False
+
+    def exec(self, argv: list[str], *, workdir: str = "/testbed", env: dict[str, str] | None = None,
+             timeout: float = 600, output_limit: int = 1 << 20, user: str | None = None) -> ExecResult:
+        """Run ``argv`` (no shell unless argv asks for one) with a host-side deadline.
+
+        The caller should also wrap the command in ``timeout`` inside the container; the
+        host deadline (``timeout`` seconds) is the backstop: when it passes, or the output
+        exceeds ``output_limit`` bytes, the container is killed (``killed``/``timed_out``/
+        ``truncated``). Raises ContainerDied when the container is gone.
+        """
+        api = self.client.api
+        started = time.monotonic()
+        try:
+            exec_id = api.exec_create(self.id, argv, stdout=True, stderr=True, workdir=workdir,
+                                      environment=env, user=user or "")["Id"]
+            stream = api.exec_start(exec_id, stream=True, demux=False)
+        except NotFound:
+            raise ContainerDied(f"container {self.id[:12]} is gone") from None
+        except APIError as exc:
+            if not self.alive():
+                raise ContainerDied(f"container {self.id[:12]} died") from None
+            raise InfrastructureError(f"exec failed: {exc.explanation or exc}") from None
+
+        chunks: list[bytes] = []
+        state = {"size": 0, "truncated": False}
+        done = threading.Event()
+
+        def pump() -> None:
+            try:
+                for chunk in stream:
+                    if state["size"] < output_limit:
+                        chunks.append(chunk[: output_limit - state["size"]])
+                    state["size"] += len(chunk)
+                    if state["size"] > output_limit:
+                        state["truncated"] = True
+                        break
+            except Exception:  # the stream breaks when the container is killed: expected
+                pass
+            finally:
+                done.set()
+
+        reader = threading.Thread(target=pump, daemon=True)
+        reader.start()
+        finished = done.wait(timeout)
+        timed_out = not finished
+        killed = False
+        if timed_out or state["truncated"]:
+            killed = True
+            self.kill()
+            done.wait(10)
+        exit_code = None
+        if not killed:
+            try:
+                info = api.exec_inspect(exec_id)
+                deadline = time.monotonic() + 5
+                while info.get("Running") and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                    info = api.exec_inspect(exec_id)
+                exit_code = info.get("ExitCode")
+            except NotFound:
+                raise ContainerDied(f"container {self.id[:12]} is gone") from None
+        output = b"".join(chunks).decode("utf-8", errors="replace")
+        return ExecResult(list(argv), exit_code, output, time.monotonic() - started, timed_out,
+                          state["truncated"], killed)
+
+    def kill(self) -> None:
+        self._killed_by_us = True
+        try:
+            self.container.kill()
+        except (NotFound, APIError):
+            pass
+
+    @property
+    def killed_by_harness(self) -> bool:
+        return self._killed_by_us
+
+    def put_files(self, directory: str, files: dict[str, bytes], mode: int = 0o644) -> None:
+        """Write files (relative paths → bytes) under ``directory`` through the engine's
+        archive API (no process runs in the container). Owned by the harness user."""
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as tar:
+            dirs = set()
+            for rel in files:
+                parts = rel.split("/")[:-1]
+                for i in range(1, len(parts) + 1):
+                    dirs.add("/".join(parts[:i]))
+            for d in sorted(dirs):
+                info = tarfile.TarInfo(d)
+                info.type, info.mode, info.uid, info.gid = tarfile.DIRTYPE, 0o755, 1000, 1000
+                tar.addfile(info)
+            for rel, data in files.items():
+                info = tarfile.TarInfo(rel)
+                info.size, info.mode, info.uid, info.gid = len(data), mode, 1000, 1000
+                info.mtime = int(time.time())
+                tar.addfile(info, io.BytesIO(data))
+        try:
+            if not self.container.put_archive(directory, buffer.getvalue()):
+                raise InfrastructureError(f"writing files into {directory} failed")
+        except NotFound:
+            raise ContainerDied(f"container {self.id[:12]} is gone") from None
+        except APIError as exc:
+            raise InfrastructureError(f"writing files into {directory} failed: {exc.explanation or exc}") from None
+
+    def get_file(self, path: str, limit: int) -> bytes | None:
+        """Read one regular file out through the archive API; None if absent or not a
+        regular file. At most ``limit`` bytes are read (a bigger file is cut)."""
+        try:
+            bits, stat = self.container.get_archive(path)
+        except NotFound:
+            return None
+        except APIError as exc:
+            raise InfrastructureError(f"reading {path} failed: {exc.explanation or exc}") from None
+        raw = io.BytesIO()
+        for chunk in bits:
+            raw.write(chunk)
+            if raw.tell() > limit + 1024 * 1024:
+                break
+        raw.seek(0)
+        try:
+            with tarfile.open(fileobj=raw, mode="r|") as tar:
+                for member in tar:
+                    if not member.isreg():
+                        return None
+                    handle = tar.extractfile(member)
+                    return handle.read(limit) if handle else None
+        except tarfile.TarError:
+            return None
+        return None
+
+    def close(self) -> None:
+        """Remove the container and its volumes. Never raises."""
+        try:
+            self.container.remove(force=True, v=True)
+        except (NotFound, APIError):
+            pass
+        for name in self.volume_names:
+            _quiet_remove_volume(self.client, name)
+
+
+def _quiet_remove_volume(client: docker.DockerClient, name: str) -> None:
+    for _ in range(5):
+        try:
+            client.volumes.get(name).remove(force=True)
+            return
+        except NotFound:
+            return
+        except APIError:
+            time.sleep(0.2)
+
+
+def _safe(text: str) -> str:
+    import re
+    return re.sub(r"[^a-zA-Z0-9_.-]", "-", text)

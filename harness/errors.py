@@ -1,0 +1,103 @@
+"""One exception hierarchy for the whole harness.
+
+Two families never mix:
+
+* :class:`InfrastructureError` — the machinery failed (engine API error, image build
+  failure, container killed from outside).  Retrying may help; these never become a
+  grading verdict on their own.
+* :class:`GradingOutcome` — the run produced evidence about the *patch* or the
+  *instance* (patch does not apply, timeout caused by the code under test).  These are
+  verdicts: they are recorded and never retried.
+
+:class:`InputError` covers malformed user input (instance records, predictions, specs):
+it always names the record and the field so a user can fix it.
+"""
+
+from __future__ import annotations
+
+
+class HarnessError(Exception):
+    """Root of every error the harness raises on purpose."""
+
+
+class InputError(HarnessError, ValueError):
+    """Malformed input: names the source, the record and the field."""
+
+    def __init__(self, message: str, *, record: str | None = None, field: str | None = None,
+                 source: str | None = None) -> None:
+        self.record = record
+        self.field = field
+        self.source = source
+        parts = []
+        if source:
+            parts.append(str(source))
+        if record:
+            parts.append(f"record {record!r}")
+        if field:
+            parts.append(f"field {field!r}")
+        prefix = ": ".join([", ".join(parts)]) if parts else ""
+        super().__init__(f"{prefix}: {message}" if prefix else message)
+
+
+class UnknownNameError(InputError, KeyError):
+    """A registry lookup failed; the message suggests close names."""
+
+    def __str__(self) -> str:  # KeyError would otherwise repr() the message
+        return self.args[0] if self.args else ""
+
+
+class InfrastructureError(HarnessError):
+    """The machinery failed; the attempt may be retried."""
+
+
+class EngineUnavailable(InfrastructureError):
+    """No Docker engine answers and none could be started."""
+
+
+class ImageBuildError(InfrastructureError):
+    """Building an image failed (base bootstrap, environment or instance layer)."""
+
+    def __init__(self, message: str, *, log: str = "") -> None:
+        super().__init__(message)
+        self.log = log
+
+
+class ContainerDied(InfrastructureError):
+    """The container disappeared or was killed by something other than the harness."""
+
+
+class GradingOutcome(HarnessError):
+    """Evidence about the patch or the instance. Recorded as a verdict, never retried."""
+
+    #: machine-readable reason written to report.json's ``error_reason``
+    reason: str = "grading_outcome"
+    #: who is to blame: "model", "instance" or "harness"
+    origin: str = "model"
+
+    def __init__(self, message: str, *, reason: str | None = None, origin: str | None = None) -> None:
+        super().__init__(message)
+        if reason is not None:
+            self.reason = reason
+        if origin is not None:
+            self.origin = origin
+
+
+class PatchRejected(GradingOutcome):
+    """The model patch failed validation before anything ran (binary hunk, path escape...)."""
+
+    reason = "patch_rejected"
+    origin = "model"
+
+
+class PatchApplyFailed(GradingOutcome):
+    """No apply strategy could apply the model patch."""
+
+    reason = "patch_apply_failed"
+    origin = "model"
+
+
+class TestPatchApplyFailed(GradingOutcome):
+    """The instance's own test patch did not apply: an instance or harness defect, loud."""
+
+    reason = "test_patch_apply_failed"
+    origin = "instance"

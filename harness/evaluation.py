@@ -1,0 +1,381 @@
+"""The grading sequence for one (instance, prediction), in this order:
+
+1. validate the model patch on the host (size, binary hunks, paths) — before anything runs;
+2. start a fresh sandbox from the instance image (no network) and copy the pristine tree
+   into the working copy;
+3. apply the model patch: ``git apply``, then ``git apply --3way``, then
+   ``patch --fuzz``, restoring the pristine tree between tries; record which applied;
+4. restore, from the harness's own pristine copy (the source repository on the host),
+   every file the test patch touches and every test-infrastructure file the model patch
+   touches; delete the ones that did not exist at the base commit;
+5. apply the test patch (``--check`` first; failure is the instance's fault, loud);
+6. optionally re-install the package (specs that install non-editable);
+7. run the test command under a timeout enforced inside (``timeout``) and from the host
+   (kill + remove); output is capped;
+8. copy the structured results out, close the sandbox;
+9. parse and grade on the host.
+
+Nothing here talks to Docker directly: it sees a :class:`~harness.engine.sandbox.Sandbox`.
+"""
+
+from __future__ import annotations
+
+import secrets
+import shlex
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Callable
+
+from harness.engine.images import PRISTINE_TREE, PYTHON, VENV
+from harness.engine.sandbox import ExecResult, Sandbox
+from harness.errors import (ContainerDied, GradingOutcome, PatchApplyFailed, PatchRejected,
+                            TestPatchApplyFailed)
+from harness.grading.grade import grade
+from harness.grading.parsers import RunArtefacts, get_parser
+from harness.grading.status import ErrorReason, InstanceStatus
+from harness.instances import Instance
+from harness.patches import PatchFiles, check_model_patch, matches_any, patch_files
+from harness.predictions import Prediction
+from harness.report import CommandRecord, InstanceResult
+from harness.specs import EnvSpec
+
+#: Files that steer the test runner; a model patch may not change them (restored from
+#: the pristine copy before the test patch is applied).
+TEST_INFRA_PATTERNS = ("conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml",
+                       "noxfile.py", "sitecustomize.py", "usercustomize.py", "*.pth")
+#: Top-level names in the repository that would shadow the runner itself.
+ROOT_SHADOW_NAMES = frozenset({"pytest.py", "py.py", "_pytest", "pytest", "pluggy", "pluggy.py"})
+
+#: Pristine bytes and mode of a path at the base commit, or None if it did not exist.
+PristineSource = Callable[[str], "tuple[bytes, int] | None"]
+
+IO_DIR = "/harness"
+BASE_ENV = {
+    "PATH": f"{VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "HOME": "/tmp",
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "TZ": "UTC",
+    "PYTHONHASHSEED": "0",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "PIP_NO_INDEX": "1",
+    "PIP_FIND_LINKS": "/opt/harness/wheels",
+    "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_TERMINAL_PROMPT": "0",
+}
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """Grading configuration. Times in seconds, sizes in bytes."""
+
+    timeout: int | None = None          # test-run timeout; None: the spec's
+    setup_timeout: int = 300            # every other command
+    test_output_limit: int = 32 * 1024 * 1024
+    junit_limit: int = 64 * 1024 * 1024
+    restore_test_infra: bool = True
+
+    def as_dict(self) -> dict:
+        return {"timeout": self.timeout, "setup_timeout": self.setup_timeout,
+                "test_output_limit": self.test_output_limit, "junit_limit": self.junit_limit,
+                "restore_test_infra": self.restore_test_infra}
+
+
+@dataclass
+class RunOutputs:
+    """Raw artefacts kept next to report.json."""
+
+    test_output: str = ""
+    junit_xml: bytes | None = None
+    patch: str = ""
+
+
+@dataclass
+class Evaluation:
+    result: InstanceResult
+    outputs: RunOutputs = field(default_factory=RunOutputs)
+
+
+def scrubbed_env(spec: EnvSpec) -> dict[str, str]:
+    env = dict(BASE_ENV)
+    env.update(spec.env_dict)
+    return env
+
+
+def env_argv(env: dict[str, str], argv: list[str]) -> list[str]:
+    """Run argv with exactly ``env`` (``env -i``: nothing inherited from the image)."""
+    return ["/usr/bin/env", "-i", *(f"{k}={v}" for k, v in sorted(env.items())), *argv]
+
+
+def test_files_of(test_patch: PatchFiles) -> list[str]:
+    return [p for p in (*test_patch.modified, *test_patch.created)]
+
+
+def build_test_command(spec: EnvSpec, test_files: list[str], junit_path: str) -> str:
+    parser = get_parser(spec.parser)
+    parts = [spec.test_cmd]
+    if parser.runner_args:
+        parts.append(parser.runner_args.format(junit_path=shlex.quote(junit_path)))
+    if spec.test_directives == "test_files":
+        parts.extend(shlex.quote(f) for f in test_files)
+    return " ".join(parts)
+
+
+class Evaluator:
+    """Runs the sequence above. One instance per (instance, prediction); no shared state."""
+
+    def __init__(self, instance: Instance, prediction: Prediction, spec: EnvSpec,
+                 pristine: PristineSource, config: EvalConfig) -> None:
+        self.instance = instance
+        self.prediction = prediction
+        self.spec = spec
+        self.pristine = pristine
+        self.config = config
+        self.env = scrubbed_env(spec)
+        self.result = InstanceResult(
+            instance_id=instance.instance_id, repo=instance.repo,
+            model_name_or_path=prediction.model_name_or_path, status=InstanceStatus.INVALID,
+            attempt=prediction.attempt, parser=spec.parser,
+            patch_is_None=prediction.model_patch is None, patch_exists=not prediction.is_empty,
+            checksums={"instance": instance.checksum(), "patch": prediction.checksum(),
+                       "spec": spec.checksum()},
+            cost=_number(prediction.extra.get("cost")), calls=_int(prediction.extra.get("calls")),
+        )
+        self.outputs = RunOutputs(patch=prediction.model_patch or "")
+
+    # ----------------------------------------------------------------- helpers
+    def _phase(self, name: str, started: float) -> None:
+        self.result.timings[name] = round(self.result.timings.get(name, 0.0) + time.monotonic() - started, 4)
+
+    def _run(self, sandbox: Sandbox, phase: str, argv: list[str], timeout: float | None = None,
+             output_limit: int = 1 << 20) -> ExecResult:
+        res = sandbox.exec(env_argv(self.env, argv), timeout=timeout or self.config.setup_timeout,
+                           output_limit=output_limit)
+        self.result.commands.append(CommandRecord(
+            phase=phase, argv=argv, exit_code=res.exit_code, duration=round(res.duration, 4),
+            timed_out=res.timed_out, truncated=res.truncated, output_tail=res.output[-4000:]))
+        if res.killed and not res.timed_out and not res.truncated:
+            raise ContainerDied("container killed during " + phase)
+        return res
+
+    def _reset_tree(self, sandbox: Sandbox) -> None:
+        res = self._run(sandbox, "reset", ["/bin/sh", "-c",
+                                           f"find /testbed -mindepth 1 -delete && cp -a {PRISTINE_TREE}/. /testbed/"])
+        if not res.ok:
+            raise ContainerDied(f"could not restore the pristine tree: {res.output[-500:]}")
+
+    # ----------------------------------------------------------------- sequence
+    def run(self, start_sandbox: Callable[[], Sandbox]) -> Evaluation:
+        """Evaluate. Grading outcomes become the verdict; InfrastructureError propagates
+        (the caller may retry) after the sandbox is closed."""
+        t0 = time.monotonic()
+        try:
+            test_patch = patch_files(self.instance.test_patch)
+            model_files = check_model_patch(self.prediction.model_patch or "")
+        except PatchRejected as exc:
+            return self._invalid(ErrorReason.PATCH_REJECTED, str(exc))
+        self._phase("validate", t0)
+
+        t = time.monotonic()
+        sandbox = start_sandbox()
+        self._phase("start", t)
+        try:
+            self._sequence(sandbox, test_patch, model_files)
+        except GradingOutcome as outcome:
+            self._finish_invalid(ErrorReason(outcome.reason), str(outcome))
+        finally:
+            t = time.monotonic()
+            sandbox.close()
+            self._phase("cleanup", t)
+            self.result.timings["total"] = round(time.monotonic() - t0, 4)
+        return Evaluation(self.result, self.outputs)
+
+    def _sequence(self, sandbox: Sandbox, test_patch: PatchFiles, model_files: PatchFiles) -> None:
+        io_token = secrets.token_hex(8)
+        in_dir = f"{IO_DIR}/in-{io_token}"
+        out_dir = f"{IO_DIR}/out-{secrets.token_hex(8)}"
+        t = time.monotonic()
+        files = {"test.diff": self.instance.test_patch.encode()}
+        if not self.prediction.is_empty:
+            files["model.diff"] = (self.prediction.model_patch or "").encode("utf-8", "surrogateescape")
+        sandbox.put_files(IO_DIR, {f"in-{io_token}/{k}": v for k, v in files.items()}, mode=0o444)
+        self._reset_tree(sandbox)
+        mk = self._run(sandbox, "prepare", ["/bin/mkdir", "-p", out_dir])
+        if not mk.ok:
+            raise ContainerDied("could not create the output directory")
+        self._phase("prepare", t)
+
+        # 3. model patch
+        t = time.monotonic()
+        if self.prediction.is_empty:
+            self.result.patch_successfully_applied = False
+        else:
+            self._apply_model_patch(sandbox, f"{in_dir}/model.diff")
+        self._phase("apply_patch", t)
+
+        # 4. restore test files and test infrastructure from the pristine copy
+        t = time.monotonic()
+        touched_tests = sorted(set(model_files.all) & set(test_patch.all))
+        infra = sorted(p for p in model_files.all if self._is_test_infra(p))
+        if touched_tests:
+            self.result.integrity_flags.append("patch_touched_tests")
+            self.result.integrity_details["patch_touched_tests"] = touched_tests
+        if infra:
+            self.result.integrity_flags.append("patch_touched_test_infra")
+            self.result.integrity_details["patch_touched_test_infra"] = infra
+        restore = list(test_patch.all)
+        if self.config.restore_test_infra:
+            restore += [p for p in infra if p not in restore]
+        self._restore(sandbox, restore)
+        self._phase("restore_tests", t)
+
+        # 5. test patch
+        t = time.monotonic()
+        check = self._run(sandbox, "test_patch_check",
+                          ["git", "apply", "--check", "--verbose", f"{in_dir}/test.diff"])
+        if not check.ok:
+            raise TestPatchApplyFailed(f"test patch does not apply: {check.output[-1500:]}")
+        applied = self._run(sandbox, "test_patch", ["git", "apply", "--verbose", f"{in_dir}/test.diff"])
+        if not applied.ok:
+            raise TestPatchApplyFailed(f"test patch failed to apply: {applied.output[-1500:]}")
+        self._phase("apply_test_patch", t)
+
+        # 6. reinstall (runs the patched setup.py: untrusted, unprivileged)
+        if self.spec.reinstall_after_patch:
+            t = time.monotonic()
+            self._run(sandbox, "reinstall", ["/bin/bash", "-c", self.spec.reinstall])
+            self._phase("reinstall", t)
+
+        # 7. run the tests
+        t = time.monotonic()
+        timeout = self.config.timeout or self.spec.timeout
+        junit_path = f"{out_dir}/results-{secrets.token_hex(6)}.xml"
+        test_files = test_files_of(test_patch)
+        command = build_test_command(self.spec, test_files, junit_path)
+        argv = ["/usr/bin/timeout", "--kill-after=10", str(timeout), "/bin/bash", "-c", command]
+        res = sandbox.exec(env_argv(self.env, argv), timeout=timeout + 30,
+                           output_limit=self.config.test_output_limit)
+        self.result.commands.append(CommandRecord(
+            phase="tests", argv=argv, exit_code=res.exit_code, duration=round(res.duration, 4),
+            timed_out=res.timed_out, truncated=res.truncated, output_tail=res.output[-4000:]))
+        self.outputs.test_output = res.output
+        self.result.test_exit_code = res.exit_code
+        self._phase("tests", t)
+
+        # 8. copy out
+        t = time.monotonic()
+        junit = None
+        if not res.killed:
+            junit = sandbox.get_file(junit_path, self.config.junit_limit)
+        self.outputs.junit_xml = junit
+        self._phase("copy_out", t)
+
+        # 9. parse and grade on the host
+        t = time.monotonic()
+        if res.truncated:
+            return self._finish_invalid(ErrorReason.OUTPUT_LIMIT_EXCEEDED,
+                                        f"test output exceeded {self.config.test_output_limit} bytes")
+        if res.timed_out or res.exit_code in (124, 137) and _timeout_hit(res, timeout):
+            return self._finish_invalid(ErrorReason.TIMEOUT, f"tests exceeded {timeout} s")
+        if res.killed:
+            raise ContainerDied("container killed during the test run")
+        self._grade(res, test_files)
+        self._phase("grade", t)
+
+    @staticmethod
+    def _is_test_infra(path: str) -> bool:
+        return matches_any(path, TEST_INFRA_PATTERNS) or path.split("/", 1)[0] in ROOT_SHADOW_NAMES
+
+    def _apply_model_patch(self, sandbox: Sandbox, patch_path: str) -> None:
+        strategies = [
+            ("git_apply", ["git", "apply", "--verbose", "--whitespace=nowarn", patch_path]),
+            ("git_apply_3way", ["git", "apply", "--verbose", "--3way", "--whitespace=nowarn", patch_path]),
+            ("patch_fuzz", ["patch", "--batch", "--forward", "--fuzz=5", "-p1", "--no-backup-if-mismatch",
+                            "-i", patch_path]),
+        ]
+        outputs = []
+        for index, (name, argv) in enumerate(strategies):
+            if index:
+                self._reset_tree(sandbox)
+            res = self._run(sandbox, f"apply:{name}", argv)
+            if res.ok:
+                self.result.patch_successfully_applied = True
+                self.result.apply_strategy = name
+                return
+            outputs.append(f"{name}: {res.output[-600:]}")
+        self._reset_tree(sandbox)
+        raise PatchApplyFailed("no strategy applied the model patch:\n" + "\n".join(outputs))
+
+    def _restore(self, sandbox: Sandbox, paths: list[str]) -> None:
+        if not paths:
+            return
+        rm = self._run(sandbox, "restore", ["/bin/rm", "-rf", "--", *paths])
+        if not rm.ok:
+            raise ContainerDied(f"restoring test files failed: {rm.output[-500:]}")
+        by_mode: dict[int, dict[str, bytes]] = {}
+        for path in paths:
+            found = self.pristine(path)
+            if found is not None:
+                data, mode = found
+                by_mode.setdefault(0o755 if mode & 0o111 else 0o644, {})[path] = data
+        for mode, files in by_mode.items():
+            sandbox.put_files("/testbed", files, mode=mode)
+
+    def _grade(self, res: ExecResult, test_files: list[str]) -> None:
+        parser = get_parser(self.spec.parser)
+        graded = (*self.instance.fail_to_pass, *self.instance.pass_to_pass)
+        parsed = parser(RunArtefacts(output=res.output, junit_xml=self.outputs.junit_xml,
+                                     known_files=tuple(test_files), graded_ids=graded))
+        self.result.parse_source = parsed.source
+        self.result.parse_notes = parsed.notes[:50]
+        self.result.collected = sorted(parsed.statuses)
+        graded_conflicts = [c for c in parsed.conflicts if c in graded]
+        reason = None
+        detail = ""
+        if graded_conflicts:
+            reason = ErrorReason.AMBIGUOUS_RESULTS
+            detail = f"contradictory results for graded tests: {graded_conflicts[:10]}"
+            self.result.integrity_flags.append("ambiguous_results")
+            self.result.integrity_details["ambiguous_results"] = graded_conflicts[:50]
+        elif not parsed.statuses and res.exit_code not in (1, 2):
+            reason = ErrorReason.SUITE_DID_NOT_RUN
+            detail = f"no test results parsed (runner exit code {res.exit_code})"
+        verdict = grade(self.instance.tests, parsed.statuses, reason)
+        r = self.result
+        r.status, r.resolved = verdict.status, verdict.resolved
+        r.f2p_success, r.f2p_failure = list(verdict.f2p_success), list(verdict.f2p_failure)
+        r.p2p_success, r.p2p_failure = list(verdict.p2p_success), list(verdict.p2p_failure)
+        r.missing, r.f2p_rate, r.p2p_rate = list(verdict.missing), verdict.f2p_rate, verdict.p2p_rate
+        r.error_reason, r.error_detail = reason, detail
+
+    def _invalid(self, reason: ErrorReason, detail: str) -> Evaluation:
+        self._finish_invalid(reason, detail)
+        return Evaluation(self.result, self.outputs)
+
+    def _finish_invalid(self, reason: ErrorReason, detail: str) -> None:
+        verdict = grade(self.instance.tests, {}, reason)
+        r = self.result
+        r.status, r.resolved = InstanceStatus.INVALID, False
+        r.f2p_failure, r.p2p_failure = list(verdict.f2p_failure), list(verdict.p2p_failure)
+        r.f2p_success, r.p2p_success = [], []
+        r.error_reason, r.error_detail = reason, detail[-4000:]
+
+
+def _timeout_hit(res: ExecResult, timeout: int) -> bool:
+    """coreutils ``timeout`` exits 124 (or 137 after --kill-after) when the limit hit."""
+    return res.duration >= timeout - 1
+
+
+def _number(value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _int(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def exception_record(exc: BaseException) -> dict[str, str]:
+    return {"type": type(exc).__name__, "message": str(exc)[:4000],
+            "traceback": "".join(traceback.format_exception(exc))[-8000:]}

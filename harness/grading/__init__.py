@@ -1,0 +1,1 @@
+"""Pure grading: test statuses, result parsers and the grading rules. No I/O beyond strings."""

@@ -1,0 +1,72 @@
+"""Typed test and instance statuses (never bare strings in the grading logic)."""
+
+from __future__ import annotations
+
+import enum
+
+
+class TestStatus(str, enum.Enum):
+    """The outcome of one test id as reported by the test runner."""
+
+    __test__ = False  # not a pytest test class despite the name
+
+    PASSED = "PASSED"
+    FAILED = "FAILED"
+    ERROR = "ERROR"
+    SKIPPED = "SKIPPED"
+    XFAIL = "XFAIL"
+
+    @classmethod
+    def worst(cls, a: "TestStatus", b: "TestStatus") -> "TestStatus":
+        """Combine two reports of one id (e.g. a test that passed but errored in teardown)."""
+        order = [cls.PASSED, cls.XFAIL, cls.SKIPPED, cls.FAILED, cls.ERROR]
+        return a if order.index(a) >= order.index(b) else b
+
+
+class InstanceStatus(str, enum.Enum):
+    """The verdict of one instance. Only FULL counts as resolved."""
+
+    FULL = "FULL"
+    PARTIAL = "PARTIAL"
+    NO = "NO"
+    INVALID = "INVALID"
+
+
+class ErrorReason(str, enum.Enum):
+    """Why an instance is INVALID (or otherwise not valid evidence)."""
+
+    PATCH_REJECTED = "patch_rejected"
+    PATCH_APPLY_FAILED = "patch_apply_failed"
+    TEST_PATCH_APPLY_FAILED = "test_patch_apply_failed"
+    TIMEOUT = "timeout"
+    SUITE_DID_NOT_RUN = "suite_did_not_run"
+    CONTAINER_DIED = "container_died"
+    OUTPUT_LIMIT_EXCEEDED = "output_limit_exceeded"
+    AMBIGUOUS_RESULTS = "ambiguous_results"
+    TAMPERED = "tampered"
+    MALFORMED_INSTANCE = "malformed_instance"
+    ENVIRONMENT_BUILD_FAILED = "environment_build_failed"
+    REPOSITORY_UNAVAILABLE = "repository_unavailable"
+    HARNESS_ERROR = "harness_error"
+
+    @property
+    def origin(self) -> str:
+        """Who is to blame: 'model', 'instance' or 'harness'."""
+        return _ORIGIN[self]
+
+
+_ORIGIN = {
+    ErrorReason.PATCH_REJECTED: "model",
+    ErrorReason.PATCH_APPLY_FAILED: "model",
+    ErrorReason.TIMEOUT: "model",
+    ErrorReason.OUTPUT_LIMIT_EXCEEDED: "model",
+    ErrorReason.AMBIGUOUS_RESULTS: "model",
+    ErrorReason.TAMPERED: "model",
+    ErrorReason.SUITE_DID_NOT_RUN: "model",
+    ErrorReason.CONTAINER_DIED: "harness",
+    ErrorReason.TEST_PATCH_APPLY_FAILED: "instance",
+    ErrorReason.MALFORMED_INSTANCE: "instance",
+    ErrorReason.ENVIRONMENT_BUILD_FAILED: "harness",
+    ErrorReason.REPOSITORY_UNAVAILABLE: "harness",
+    ErrorReason.HARNESS_ERROR: "harness",
+}

@@ -1,0 +1,214 @@
+"""Instance records: loading and validation.
+
+Field names follow SWE-bench: ``instance_id, repo, base_commit, patch, test_patch,
+FAIL_TO_PASS, PASS_TO_PASS, version, environment_setup_commit`` (others are kept in
+``extra``). Files may be JSON (a list or one object), JSONL or YAML. FAIL_TO_PASS and
+PASS_TO_PASS may be lists or JSON-encoded strings: decoded with :func:`json.loads`,
+never evaluated.
+
+A malformed record never stops the set: :func:`load_instances` returns the good
+instances and one :class:`~harness.errors.InputError` per bad record, each naming the
+record and the field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+from harness.errors import InputError
+from harness.grading.grade import TestLists
+
+_REPO_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+_SHA_RE = re.compile(r"^[0-9a-f]{7,40}$")
+_ID_RE = re.compile(r"^[A-Za-z0-9_.+-]+$")
+REQUIRED = ("instance_id", "repo", "base_commit", "patch", "test_patch", "FAIL_TO_PASS", "PASS_TO_PASS")
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One SWE-style task. Immutable; ``extra`` keeps unrecognised fields verbatim."""
+
+    instance_id: str
+    repo: str
+    base_commit: str
+    patch: str
+    test_patch: str
+    fail_to_pass: tuple[str, ...]
+    pass_to_pass: tuple[str, ...]
+    version: str = ""
+    environment_setup_commit: str = ""
+    problem_statement: str = ""
+    extra: dict = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def tests(self) -> TestLists:
+        return TestLists(self.fail_to_pass, self.pass_to_pass)
+
+    @property
+    def repo_dirname(self) -> str:
+        """``owner__name``: the directory name used under ``--repos-dir``."""
+        return self.repo.replace("/", "__")
+
+    def to_record(self) -> dict[str, Any]:
+        """The SWE-bench-shaped record (lists kept as lists)."""
+        record = dict(self.extra)
+        record.update(
+            instance_id=self.instance_id, repo=self.repo, base_commit=self.base_commit,
+            patch=self.patch, test_patch=self.test_patch, FAIL_TO_PASS=list(self.fail_to_pass),
+            PASS_TO_PASS=list(self.pass_to_pass), version=self.version,
+            environment_setup_commit=self.environment_setup_commit,
+            problem_statement=self.problem_statement)
+        return record
+
+    def checksum(self) -> str:
+        """sha256 of the canonical JSON of the record: part of every cache key."""
+        canonical = json.dumps(self.to_record(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def read_records(path: Path) -> list[Any]:
+    """Read raw records from JSON, JSONL or YAML (by suffix; JSONL for .jsonl).
+
+    Raises InputError naming the file (and the line for JSONL) when it cannot be parsed.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", source=str(path)) from None
+    suffix = path.suffix.lower()
+    if suffix == ".jsonl":
+        records = []
+        for lineno, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise InputError(f"line {lineno}: invalid JSON ({exc.msg})", source=str(path)) from None
+        return records
+    try:
+        data = yaml.safe_load(text) if suffix in (".yaml", ".yml") else json.loads(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise InputError(f"cannot parse: {exc}", source=str(path)) from None
+    if isinstance(data, dict) and "instance_id" in data:
+        return [data]
+    if isinstance(data, dict):  # keyed by id
+        return [dict(v, instance_id=v.get("instance_id", k)) if isinstance(v, dict) else v
+                for k, v in data.items()]
+    if isinstance(data, list):
+        return data
+    raise InputError("expected a list of records, one record, or an object keyed by id",
+                     source=str(path))
+
+
+def parse_instance(raw: Any, source: str = "", position: int | None = None) -> Instance:
+    """Validate one raw record. Raises InputError naming the record and the field.
+
+    ``position`` (0-based index in the file) names records that have no usable id.
+    """
+    fallback = f"#{position}" if position is not None else "<no instance_id>"
+    if not isinstance(raw, dict):
+        raise InputError(f"record is a {type(raw).__name__}, not an object", record=fallback,
+                         source=source)
+    rid = raw.get("instance_id")
+    name = str(rid) if isinstance(rid, str) and rid else fallback
+
+    def fail(fieldname: str, message: str) -> InputError:
+        return InputError(message, record=name, field=fieldname, source=source)
+
+    for key in REQUIRED:
+        if key not in raw or raw[key] is None:
+            raise fail(key, "missing")
+    for key in ("instance_id", "repo", "base_commit", "patch", "test_patch"):
+        if not isinstance(raw[key], str):
+            raise fail(key, f"must be a string, got {type(raw[key]).__name__}")
+    if not _ID_RE.match(rid):
+        raise fail("instance_id", "may contain only letters, digits and . _ + -")
+    if not _REPO_RE.match(raw["repo"]):
+        raise fail("repo", f"must look like OWNER/NAME, got {raw['repo']!r}")
+    if not _SHA_RE.match(raw["base_commit"]):
+        raise fail("base_commit", f"must be a hex commit id, got {raw['base_commit']!r}")
+    if not raw["test_patch"].strip():
+        raise fail("test_patch", "is empty")
+    f2p = _test_list(raw["FAIL_TO_PASS"], fail, "FAIL_TO_PASS")
+    p2p = _test_list(raw["PASS_TO_PASS"], fail, "PASS_TO_PASS")
+    if not f2p:
+        raise fail("FAIL_TO_PASS", "is empty: an instance must have at least one test to fix")
+    overlap = sorted(set(f2p) & set(p2p))
+    if overlap:
+        raise fail("PASS_TO_PASS", f"shares ids with FAIL_TO_PASS: {overlap[:3]}")
+    known = {"instance_id", "repo", "base_commit", "patch", "test_patch", "FAIL_TO_PASS",
+             "PASS_TO_PASS", "version", "environment_setup_commit", "problem_statement"}
+    version = raw.get("version", "")
+    return Instance(
+        instance_id=rid, repo=raw["repo"], base_commit=raw["base_commit"], patch=raw["patch"],
+        test_patch=raw["test_patch"], fail_to_pass=f2p, pass_to_pass=p2p,
+        version="" if version is None else str(version),
+        environment_setup_commit=str(raw.get("environment_setup_commit") or ""),
+        problem_statement=str(raw.get("problem_statement") or ""),
+        extra={k: v for k, v in raw.items() if k not in known},
+    )
+
+
+def _test_list(value: Any, fail, fieldname: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise fail(fieldname, f"is a string but not a JSON list ({exc.msg})") from None
+    if not isinstance(value, list) or not all(isinstance(t, str) and t for t in value):
+        raise fail(fieldname, "must be a list of non-empty test id strings")
+    if len(set(value)) != len(value):
+        dupes = sorted({t for t in value if value.count(t) > 1})
+        raise fail(fieldname, f"has duplicate ids: {dupes[:3]}")
+    return tuple(value)
+
+
+@dataclass
+class LoadedInstances:
+    """The good instances of a file, in file order, and one error per bad record."""
+
+    instances: list[Instance]
+    errors: list[InputError]
+
+
+def load_instances(path: Path, instance_ids: Iterable[str] | None = None) -> LoadedInstances:
+    """Load and validate every record; filter to ``instance_ids`` when given.
+
+    Raises InputError only when the file as a whole is unreadable, or an id asked for
+    is absent. Duplicate instance ids: the second and later copies are errors.
+    """
+    source = str(path)
+    good: list[Instance] = []
+    errors: list[InputError] = []
+    seen: set[str] = set()
+    for index, raw in enumerate(read_records(Path(path))):
+        try:
+            inst = parse_instance(raw, source=source, position=index)
+        except InputError as exc:
+            errors.append(exc)
+            continue
+        if inst.instance_id in seen:
+            errors.append(InputError("duplicate instance_id", record=inst.instance_id,
+                                     field="instance_id", source=source))
+            continue
+        seen.add(inst.instance_id)
+        good.append(inst)
+    if instance_ids:
+        wanted = list(dict.fromkeys(instance_ids))
+        bad_ids = {e.record for e in errors}
+        unknown = [i for i in wanted if i not in seen and i not in bad_ids]
+        if unknown:
+            raise InputError(f"instance ids not in the set: {', '.join(unknown)}", source=source,
+                             field="--instance-ids")
+        good = [i for i in good if i.instance_id in wanted]
+        errors = [e for e in errors if e.record in wanted]
+    return LoadedInstances(good, errors)

@@ -1,0 +1,125 @@
+"""Pure analysis of unified diffs (with ``unidiff``): which files a patch touches,
+creates or deletes, and whether a model patch is acceptable at all.
+
+A model patch is hostile until graded. :func:`check_model_patch` rejects, before
+anything runs: oversize patches, binary hunks, paths that are absolute, contain ``..``,
+or point into ``.git/``, and symlink modes (a symlink could point outside the repository).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import posixpath
+import re
+from dataclasses import dataclass
+
+from unidiff import PatchSet
+from unidiff.errors import UnidiffParseError
+
+from harness.errors import PatchRejected
+
+#: Largest model patch accepted (bytes of UTF-8).
+MAX_PATCH_BYTES = 5 * 1024 * 1024
+
+_GIT_HEADER = re.compile(r"^diff --git (?:a/)?(\S+) (?:b/)?(\S+)$", re.M)
+_SYMLINK_MODE = re.compile(r"^(?:new file mode|new mode|old mode|deleted file mode) 120000$", re.M)
+_BINARY = re.compile(r"^(?:GIT binary patch|Binary files .* differ)$", re.M)
+
+
+@dataclass(frozen=True)
+class PatchFiles:
+    """Paths (repository-relative, POSIX) a patch touches, split by what it does to them."""
+
+    modified: tuple[str, ...]
+    created: tuple[str, ...]
+    deleted: tuple[str, ...]
+
+    @property
+    def all(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys((*self.modified, *self.created, *self.deleted)))
+
+
+def _strip(path: str | None) -> str | None:
+    if path is None or path == "/dev/null":
+        return None
+    for prefix in ("a/", "b/"):
+        if path.startswith(prefix):
+            return path[len(prefix):]
+    return path
+
+
+def patch_files(patch: str) -> PatchFiles:
+    """Parse a unified diff. Raises PatchRejected (reason patch_rejected) if unparsable."""
+    if not patch.strip():
+        return PatchFiles((), (), ())
+    try:
+        patch_set = PatchSet(patch)
+    except UnidiffParseError as exc:
+        raise PatchRejected(f"not a unified diff: {exc}") from None
+    modified, created, deleted = [], [], []
+    for pf in patch_set:
+        source, target = _strip(pf.source_file), _strip(pf.target_file)
+        if pf.is_added_file:
+            created.append(target or pf.path)
+        elif pf.is_removed_file:
+            deleted.append(source or pf.path)
+        else:
+            if source and target and source != target:  # rename: old path goes, new path comes
+                deleted.append(source)
+                created.append(target)
+            else:
+                modified.append(target or source or pf.path)
+    # Pure renames/mode changes with no hunks appear only in 'diff --git' headers.
+    for a, b in _GIT_HEADER.findall(patch):
+        for path in (a, b):
+            if path not in modified and path not in created and path not in deleted:
+                modified.append(path)
+    return PatchFiles(tuple(dict.fromkeys(modified)), tuple(dict.fromkeys(created)),
+                      tuple(dict.fromkeys(deleted)))
+
+
+def unsafe_path_reason(path: str) -> str | None:
+    """Why a path may not be written by a model patch, or None when it is fine."""
+    if not path or "\x00" in path:
+        return "empty path"
+    if path.startswith("/") or re.match(r"^[A-Za-z]:", path):
+        return f"absolute path {path!r}"
+    normal = posixpath.normpath(path)
+    if normal.startswith("../") or normal == ".." or "/../" in f"/{path}/":
+        return f"path escapes the repository: {path!r}"
+    if normal == ".git" or normal.startswith(".git/") or "/.git/" in f"/{normal}/":
+        return f"path inside .git: {path!r}"
+    return None
+
+
+def check_model_patch(patch: str) -> PatchFiles:
+    """Validate a model patch; return the files it touches or raise PatchRejected."""
+    size = len(patch.encode("utf-8", "surrogateescape"))
+    if size > MAX_PATCH_BYTES:
+        raise PatchRejected(f"patch is {size} bytes, over the {MAX_PATCH_BYTES}-byte limit")
+    if _BINARY.search(patch):
+        raise PatchRejected("binary hunks are not accepted")
+    if _SYMLINK_MODE.search(patch):
+        raise PatchRejected("symlinks are not accepted (mode 120000)")
+    files = patch_files(patch)
+    # The '---'/'+++' and 'diff --git' lines may disagree on purpose; check every path named.
+    named = set(files.all)
+    for line in patch.splitlines():
+        if line.startswith(("--- ", "+++ ", "rename from ", "rename to ", "copy from ", "copy to ")):
+            name = line.split(" ", 1)[1] if line.startswith(("--- ", "+++ ")) else line.split(" ", 2)[2]
+            name = name.split("\t")[0].strip()
+            if name != "/dev/null":
+                named.add(_strip(name) or name)
+    for a, b in _GIT_HEADER.findall(patch):
+        named.update((a, b))
+    for path in sorted(named):
+        reason = unsafe_path_reason(path)
+        if reason:
+            raise PatchRejected(reason)
+    return files
+
+
+def matches_any(path: str, patterns: tuple[str, ...]) -> bool:
+    """True when the path (or its basename) matches one of the glob patterns."""
+    base = posixpath.basename(path)
+    return any(fnmatch.fnmatch(path, p) or fnmatch.fnmatch(base, p) for p in patterns)

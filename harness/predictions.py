@@ -1,0 +1,124 @@
+"""Predictions: what is graded for each instance.
+
+``--predictions`` takes ``gold`` (each instance's own reference patch), ``empty`` (no
+patch) or a file in SWE-bench's predictions format: JSONL, a JSON list, or a JSON
+object keyed by instance id, of ``{instance_id, model_name_or_path, model_patch}``.
+One model per file. Without an ``attempt`` field, duplicate ids are rejected; with it,
+each (id, attempt) pair must be unique (repeated attempts, see harness.stats).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from harness.errors import InputError
+from harness.instances import Instance, read_records
+
+GOLD = "gold"
+EMPTY = "empty"
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One model patch for one instance. ``model_patch`` None means no patch was produced."""
+
+    instance_id: str
+    model_name_or_path: str
+    model_patch: str | None
+    attempt: int | None = None
+    extra: dict = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def is_empty(self) -> bool:
+        return not (self.model_patch or "").strip()
+
+    @property
+    def key(self) -> str:
+        """Unique within a run: the instance id, plus the attempt when there is one."""
+        return self.instance_id if self.attempt is None else f"{self.instance_id}/attempt-{self.attempt}"
+
+    def checksum(self) -> str:
+        """sha256 of the patch text (empty string for no patch)."""
+        return hashlib.sha256((self.model_patch or "").encode()).hexdigest()
+
+
+@dataclass
+class LoadedPredictions:
+    predictions: list[Prediction]
+    errors: list[InputError]
+    model_name_or_path: str
+
+
+def control_predictions(kind: str, instances: Iterable[Instance]) -> LoadedPredictions:
+    """The reference-patch (``gold``) or empty-patch (``empty``) control."""
+    if kind == GOLD:
+        preds = [Prediction(i.instance_id, GOLD, i.patch) for i in instances]
+    elif kind == EMPTY:
+        preds = [Prediction(i.instance_id, EMPTY, "") for i in instances]
+    else:
+        raise InputError(f"unknown control {kind!r}: use 'gold', 'empty' or a file path",
+                         field="--predictions")
+    return LoadedPredictions(preds, [], kind)
+
+
+def load_predictions(path: Path) -> LoadedPredictions:
+    """Load a predictions file. Bad records become errors; the rest is kept.
+
+    Raises InputError when the file is unreadable or holds more than one model.
+    """
+    source = str(path)
+    preds: list[Prediction] = []
+    errors: list[InputError] = []
+    seen: set[str] = set()
+    models: set[str] = set()
+    for index, raw in enumerate(read_records(Path(path))):
+        try:
+            pred = _parse(raw, source, index)
+        except InputError as exc:
+            errors.append(exc)
+            continue
+        if pred.key in seen:
+            errors.append(InputError("duplicate prediction", record=pred.key, field="instance_id",
+                                     source=source))
+            continue
+        seen.add(pred.key)
+        models.add(pred.model_name_or_path)
+        preds.append(pred)
+    if len(models) > 1:
+        raise InputError(f"one model per file, found {sorted(models)}", field="model_name_or_path",
+                         source=source)
+    return LoadedPredictions(preds, errors, next(iter(models), "unknown"))
+
+
+def _parse(raw: Any, source: str, index: int) -> Prediction:
+    if not isinstance(raw, dict):
+        raise InputError(f"is a {type(raw).__name__}, not an object", record=f"#{index}", source=source)
+    rid = raw.get("instance_id")
+    if not isinstance(rid, str) or not rid:
+        raise InputError("missing or not a string", record=f"#{index}", field="instance_id", source=source)
+    patch = raw.get("model_patch")
+    if patch is not None and not isinstance(patch, str):
+        raise InputError(f"must be a string or null, got {type(patch).__name__}", record=rid,
+                         field="model_patch", source=source)
+    model = raw.get("model_name_or_path")
+    if not isinstance(model, str) or not model:
+        raise InputError("missing or not a string", record=rid, field="model_name_or_path", source=source)
+    attempt = raw.get("attempt")
+    if attempt is not None and (not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 1):
+        raise InputError("must be a positive integer", record=rid, field="attempt", source=source)
+    known = {"instance_id", "model_patch", "model_name_or_path", "attempt"}
+    return Prediction(rid, model, patch, attempt, {k: v for k, v in raw.items() if k not in known})
+
+
+def resolve_predictions(spec: str, instances: list[Instance]) -> LoadedPredictions:
+    """``gold``/``empty`` or a path, as given to ``--predictions``."""
+    if spec in (GOLD, EMPTY):
+        return control_predictions(spec, instances)
+    path = Path(spec)
+    if not path.exists():
+        raise InputError("no such file (use 'gold', 'empty' or a predictions file)",
+                         source=spec, field="--predictions")
+    return load_predictions(path)

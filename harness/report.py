@@ -1,0 +1,228 @@
+"""Typed results with provenance, and their JSON shapes.
+
+:class:`InstanceResult` is what one evaluation produces; ``to_report()`` gives
+``report.json``: SWE-bench's per-instance keys (``patch_is_None, patch_exists,
+patch_successfully_applied, resolved, tests_status``) plus this harness's (``status,
+f2p_rate, p2p_rate, missing, error_reason, error_origin, integrity, timings, image,
+checksums, commands, exception, attempts``).
+
+:func:`summarise` builds ``summary.json`` with SWE-bench's run-report keys plus
+``invalid_ids`` and ``error_reasons``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from harness import __version__
+from harness.grading.status import ErrorReason, InstanceStatus
+
+#: Version of the report.json / summary.json layout.
+SCHEMA_VERSION = 2
+
+
+@dataclass
+class CommandRecord:
+    """One command run in the sandbox. ``duration`` in seconds; ``output_tail`` is the
+    last few KiB of its output (the full test output is stored in its own file)."""
+
+    phase: str
+    argv: list[str]
+    exit_code: int | None
+    duration: float
+    timed_out: bool = False
+    truncated: bool = False
+    output_tail: str = ""
+
+
+@dataclass
+class InstanceResult:
+    instance_id: str
+    repo: str
+    model_name_or_path: str
+    status: InstanceStatus
+    resolved: bool = False
+    attempt: int | None = None
+    error_reason: ErrorReason | None = None
+    error_detail: str = ""
+    patch_is_None: bool = False
+    patch_exists: bool = False
+    patch_successfully_applied: bool = False
+    apply_strategy: str | None = None
+    f2p_success: list[str] = field(default_factory=list)
+    f2p_failure: list[str] = field(default_factory=list)
+    p2p_success: list[str] = field(default_factory=list)
+    p2p_failure: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    f2p_rate: float | None = None
+    p2p_rate: float | None = None
+    integrity_flags: list[str] = field(default_factory=list)
+    integrity_details: dict[str, Any] = field(default_factory=dict)
+    parser: str = ""
+    parse_source: str = "none"
+    parse_notes: list[str] = field(default_factory=list)
+    test_exit_code: int | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    image: dict[str, Any] = field(default_factory=dict)
+    checksums: dict[str, str] = field(default_factory=dict)
+    commands: list[CommandRecord] = field(default_factory=list)
+    exception: dict[str, str] | None = None
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    collected: list[str] = field(default_factory=list)
+    cost: float | None = None
+    calls: int | None = None
+
+    @property
+    def error_origin(self) -> str | None:
+        return self.error_reason.origin if self.error_reason else None
+
+    def to_report(self) -> dict[str, Any]:
+        return {
+            "instance_id": self.instance_id,
+            "repo": self.repo,
+            "model_name_or_path": self.model_name_or_path,
+            "attempt": self.attempt,
+            "patch_is_None": self.patch_is_None,
+            "patch_exists": self.patch_exists,
+            "patch_successfully_applied": self.patch_successfully_applied,
+            "resolved": self.resolved,
+            "tests_status": {
+                "FAIL_TO_PASS": {"success": self.f2p_success, "failure": self.f2p_failure},
+                "PASS_TO_PASS": {"success": self.p2p_success, "failure": self.p2p_failure},
+            },
+            "status": self.status.value,
+            "f2p_rate": self.f2p_rate,
+            "p2p_rate": self.p2p_rate,
+            "missing": self.missing,
+            "error_reason": self.error_reason.value if self.error_reason else None,
+            "error_origin": self.error_origin,
+            "error_detail": self.error_detail,
+            "apply_strategy": self.apply_strategy,
+            "integrity": {"flags": self.integrity_flags, **self.integrity_details},
+            "parser": {"name": self.parser, "source": self.parse_source, "notes": self.parse_notes},
+            "test_exit_code": self.test_exit_code,
+            "timings": self.timings,
+            "image": self.image,
+            "checksums": self.checksums,
+            "commands": [asdict(c) for c in self.commands],
+            "exception": self.exception,
+            "attempts": self.attempts,
+            "cost": self.cost,
+            "calls": self.calls,
+            "harness_version": __version__,
+            "schema_version": SCHEMA_VERSION,
+        }
+
+    @classmethod
+    def from_report(cls, data: dict[str, Any]) -> "InstanceResult":
+        """Rebuild from report.json (for resume and re-grading)."""
+        ts = data.get("tests_status") or {}
+        integrity = dict(data.get("integrity") or {})
+        flags = integrity.pop("flags", [])
+        parser = data.get("parser") or {}
+        reason = data.get("error_reason")
+        return cls(
+            instance_id=data["instance_id"], repo=data.get("repo", ""),
+            model_name_or_path=data.get("model_name_or_path", ""), status=InstanceStatus(data["status"]),
+            resolved=bool(data.get("resolved")), attempt=data.get("attempt"),
+            error_reason=ErrorReason(reason) if reason else None, error_detail=data.get("error_detail", ""),
+            patch_is_None=data.get("patch_is_None", False), patch_exists=data.get("patch_exists", False),
+            patch_successfully_applied=data.get("patch_successfully_applied", False),
+            apply_strategy=data.get("apply_strategy"),
+            f2p_success=ts.get("FAIL_TO_PASS", {}).get("success", []),
+            f2p_failure=ts.get("FAIL_TO_PASS", {}).get("failure", []),
+            p2p_success=ts.get("PASS_TO_PASS", {}).get("success", []),
+            p2p_failure=ts.get("PASS_TO_PASS", {}).get("failure", []),
+            missing=data.get("missing", []), f2p_rate=data.get("f2p_rate"), p2p_rate=data.get("p2p_rate"),
+            integrity_flags=flags, integrity_details=integrity, parser=parser.get("name", ""),
+            parse_source=parser.get("source", "none"), parse_notes=parser.get("notes", []),
+            test_exit_code=data.get("test_exit_code"), timings=data.get("timings", {}),
+            image=data.get("image", {}), checksums=data.get("checksums", {}),
+            commands=[CommandRecord(**c) for c in data.get("commands", [])],
+            exception=data.get("exception"), attempts=data.get("attempts", []),
+            cost=data.get("cost"), calls=data.get("calls"),
+        )
+
+
+def summarise(run_id: str, model: str, total_ids: Iterable[str], results: Iterable[InstanceResult],
+              input_errors: dict[str, str], empty_patch_ids: Iterable[str] = ()) -> dict[str, Any]:
+    """The run report.
+
+    Denominators: ``total_instances`` counts every instance in the set (valid or not);
+    ``submitted_instances`` those with a prediction; ``completed_instances`` those whose
+    tests ran and were graded (status not INVALID, or INVALID for the model's own fault
+    with a run); ``error_instances`` INVALID for a harness or instance reason, plus
+    malformed inputs. Every id is in exactly one of resolved/unresolved/error.
+    """
+    results = list(results)
+    total = sorted(set(total_ids))
+    resolved = sorted(r.instance_id for r in results if r.resolved)
+    error = sorted({*(r.instance_id for r in results
+                      if r.error_reason and r.error_reason.origin != "model"), *input_errors})
+    unresolved = sorted(r.instance_id for r in results
+                        if not r.resolved and r.instance_id not in error)
+    invalid = sorted(r.instance_id for r in results if r.status is InstanceStatus.INVALID)
+    completed = sorted(r.instance_id for r in results if r.status is not InstanceStatus.INVALID)
+    reasons = {r.instance_id: r.error_reason.value for r in results if r.error_reason}
+    reasons.update({k: "malformed_input" for k in input_errors})
+    by_origin: dict[str, list[str]] = {"model": [], "instance": [], "harness": []}
+    for r in results:
+        if r.error_reason:
+            by_origin[r.error_reason.origin].append(r.instance_id)
+    by_origin["instance"].extend(sorted(input_errors))
+    status_counts: dict[str, int] = {}
+    for r in results:
+        status_counts[r.status.value] = status_counts.get(r.status.value, 0) + 1
+    submitted = sorted({r.instance_id for r in results})
+    empty = sorted(set(empty_patch_ids))
+    return {
+        "run_id": run_id,
+        "model_name_or_path": model,
+        "total_instances": len(total),
+        "submitted_instances": len(submitted),
+        "completed_instances": len(completed),
+        "resolved_instances": len(resolved),
+        "unresolved_instances": len(unresolved),
+        "empty_patch_instances": len(empty),
+        "error_instances": len(error),
+        "completed_ids": completed,
+        "resolved_ids": resolved,
+        "unresolved_ids": unresolved,
+        "empty_patch_ids": empty,
+        "error_ids": error,
+        "invalid_ids": invalid,
+        "submitted_ids": submitted,
+        "error_reasons": reasons,
+        "errors_by_origin": by_origin,
+        "input_errors": input_errors,
+        "status_counts": status_counts,
+        "resolve_rate": {"resolved": len(resolved), "denominator": len(total),
+                         "rate": (len(resolved) / len(total)) if total else None},
+        "harness_version": __version__,
+        "schema_version": SCHEMA_VERSION,
+    }
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON to a temporary file in the same directory, fsync, then rename."""
+    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def write_text_atomic(path: Path, text: str | bytes) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(text.encode("utf-8", "surrogateescape") if isinstance(text, str) else text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,320 @@
+"""The batch: what to run, in which order, and where the results go.
+
+:class:`BatchRunner` turns (instances, predictions) into tasks, prepares each task's
+images (shared layers are built once, under locks), evaluates it with bounded retries for
+infrastructure errors only, and writes every result atomically. *Where* a task runs is
+the :class:`Executor`'s business (threads on this machine here; a Ray executor spreading
+tasks over machines would implement the same protocol) and grading never depends on it.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Protocol, TypeVar
+
+import docker
+from tenacity import (RetryCallState, Retrying, retry_if_exception, retry_if_exception_type, stop_after_attempt,
+                      wait_exponential)
+
+from harness import __version__
+from harness.engine.images import ImageBuilder, ImageRef
+from harness.engine.sandbox import DockerBackend, Limits
+from harness.errors import ImageBuildError, InfrastructureError, InputError
+from harness.evaluation import EvalConfig, Evaluation, Evaluator, exception_record
+from harness.grading.status import ErrorReason, InstanceStatus
+from harness.hashing import content_hash
+from harness.instances import Instance
+from harness.locks import file_lock
+from harness.logs import get_logger
+from harness.paths import RunPaths
+from harness.predictions import Prediction
+from harness.repos import RepoResolver, RepositoryUnavailable, blob_mode, export_tree, read_blob, resolve_commit
+from harness.report import InstanceResult, write_json_atomic, write_text_atomic
+from harness.specs import EnvSpec, SpecRegistry
+from harness.wheelhouse import Wheelhouse
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class Executor(Protocol):
+    """Runs ``work`` over tasks and calls ``on_done`` as each finishes (any order)."""
+
+    def run(self, tasks: list[T], work: Callable[[T], R], on_done: Callable[[T, R], None]) -> None: ...
+
+
+class LocalExecutor:
+    """A thread pool on this machine; each task is isolated in its own container."""
+
+    def __init__(self, max_workers: int = 1) -> None:
+        self.max_workers = max(1, max_workers)
+
+    def run(self, tasks, work, on_done) -> None:
+        with concurrent.futures.ThreadPoolExecutor(self.max_workers, thread_name_prefix="harness") as pool:
+            futures = {pool.submit(work, task): task for task in tasks}
+            for future in concurrent.futures.as_completed(futures):
+                on_done(futures[future], future.result())
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    run_id: str
+    output_dir: Path
+    cache_dir: Path
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    max_workers: int = 1
+    retries: int = 3
+    limits: Limits = field(default_factory=Limits)
+    force: bool = False
+
+    def grading_key(self) -> str:
+        return content_hash({"eval": self.eval.as_dict(), "limits": self.limits.__dict__, "version": __version__})
+
+
+@dataclass(frozen=True)
+class Task:
+    instance: Instance
+    prediction: Prediction
+
+
+@dataclass
+class Prepared:
+    spec: EnvSpec
+    image: ImageRef
+    env_image: ImageRef
+    tree_sha: str
+    repo_path: Path
+
+
+class Preparer:
+    """Spec → repository → one-commit export → wheelhouse → env image → instance image."""
+
+    def __init__(self, client: docker.DockerClient, specs: SpecRegistry, repos: RepoResolver,
+                 cache_dir: Path) -> None:
+        self.specs = specs
+        self.repos = repos
+        self.cache_dir = Path(cache_dir)
+        self.images = ImageBuilder(client, self.cache_dir)
+        self.wheelhouse = Wheelhouse(self.cache_dir, {p: self.images.bases.glibc.get(s, "2.17")
+                                                      for p, s in self.images.bases.python_suites.items()})
+
+    def prepare(self, instance: Instance) -> Prepared:
+        spec = self.specs.get(instance.repo, instance.version)
+        repo_path = self.repos.path_for(instance.repo)
+        import git
+        repo = git.Repo(repo_path)
+        try:
+            commit = resolve_commit(repo, instance.base_commit, instance.instance_id)
+            export_dir = self.cache_dir / "exports" / f"{instance.repo_dirname}-{commit}"
+            with file_lock(self.cache_dir / "locks", f"export-{instance.repo_dirname}-{commit}"):
+                marker = export_dir / ".git" / "HEAD"
+                if not marker.exists():
+                    exported = export_tree(repo, commit, export_dir)
+                    tree_sha = exported.tree_sha
+                else:
+                    tree_sha = repo.commit(commit).tree.hexsha
+        finally:
+            repo.close()
+        env_image = self.environment(spec)
+        image = self.images.instance(instance.instance_id, spec, env_image, export_dir, tree_sha)
+        return Prepared(spec, image, env_image, tree_sha, repo_path)
+
+    def environment(self, spec: EnvSpec) -> ImageRef:
+        requirements = list(spec.requirements)
+        house = self.wheelhouse.ensure(spec.python, requirements, build_sdists=self._build_sdists)
+        return self.images.environment(spec, house.lock_text, house.wheel_dir)
+
+    def _build_sdists(self, python: str, sdist_dir: Path, wheel_dir: Path) -> None:
+        from harness.engine.builder import build_wheels
+        build_wheels(self.images, python, sdist_dir, wheel_dir)
+
+
+class BatchRunner:
+    def __init__(self, config: RunConfig, client: docker.DockerClient, preparer: Preparer,
+                 executor: Executor | None = None,
+                 progress: Callable[[InstanceResult], None] | None = None) -> None:
+        self.config = config
+        self.client = client
+        self.preparer = preparer
+        self.paths = RunPaths.create(config.output_dir, config.run_id)
+        self.backend = DockerBackend(client, config.run_id, limits=config.limits)
+        self.executor = executor or LocalExecutor(config.max_workers)
+        self.progress = progress
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ one task
+    def evaluate(self, task: Task) -> InstanceResult:
+        instance, prediction = task.instance, task.prediction
+        log = get_logger(instance_id=instance.instance_id, attempt=prediction.attempt,
+                         run_id=self.config.run_id)
+        log.info("instance.start", model=prediction.model_name_or_path)
+        started = time.monotonic()
+        try:
+            prepared = self._prepare_with_retries(instance, log)
+        except (InputError, RepositoryUnavailable) as exc:
+            reason = (ErrorReason.REPOSITORY_UNAVAILABLE if isinstance(exc, RepositoryUnavailable)
+                      else ErrorReason.MALFORMED_INSTANCE)
+            return self._failed(task, reason, exc, started, log)
+        except ImageBuildError as exc:
+            return self._failed(task, ErrorReason.ENVIRONMENT_BUILD_FAILED, exc, started, log, exc.log)
+        except Exception as exc:  # a bug or an unexpected engine state: recorded, batch goes on
+            return self._failed(task, ErrorReason.HARNESS_ERROR, exc, started, log)
+        prep_seconds = time.monotonic() - started
+
+        attempts: list[dict] = []
+
+        def record(state: RetryCallState) -> None:
+            exc = state.outcome.exception() if state.outcome else None
+            attempts.append({"attempt": state.attempt_number, "error": type(exc).__name__ if exc else None,
+                             "message": str(exc)[:500] if exc else None})
+            log.warning("instance.retry", attempt=state.attempt_number, error=str(exc)[:200])
+
+        pristine_repo = _PristineReader(prepared.repo_path, instance.base_commit)
+        try:
+            evaluation: Evaluation | None = None
+            for attempt in Retrying(stop=stop_after_attempt(self.config.retries),
+                                    wait=wait_exponential(multiplier=0.5, max=8),
+                                    retry=retry_if_exception_type(InfrastructureError),
+                                    before_sleep=record, reraise=True):
+                with attempt:
+                    evaluator = Evaluator(instance, prediction, prepared.spec, pristine_repo.read, self.config.eval)
+                    evaluation = evaluator.run(lambda: self.backend.start(prepared.image.tag, instance.instance_id))
+        except InfrastructureError as exc:
+            attempts.append({"attempt": len(attempts) + 1, "error": type(exc).__name__, "message": str(exc)[:500]})
+            reason = ErrorReason.CONTAINER_DIED if "died" in type(exc).__name__.lower() or "gone" in str(exc) \
+                else ErrorReason.HARNESS_ERROR
+            result = self._failed(task, reason, exc, started, log, write=False)
+            result.attempts = attempts
+            self._write(task, result, None)
+            return result
+        except Exception as exc:
+            return self._failed(task, ErrorReason.HARNESS_ERROR, exc, started, log)
+        finally:
+            pristine_repo.close()
+        result = evaluation.result
+        result.attempts = attempts
+        result.timings["prepare"] = round(prep_seconds, 4)
+        result.timings["wall"] = round(time.monotonic() - started, 4)
+        result.image = {"tag": prepared.image.tag, "id": prepared.image.image_id,
+                        "inputs_hash": prepared.image.inputs_hash, "env_tag": prepared.env_image.tag,
+                        "env_id": prepared.env_image.image_id, "tree_sha": prepared.tree_sha,
+                        "built": prepared.image.built, "build_seconds": round(prepared.image.build_seconds, 3)}
+        result.checksums["grading"] = self.config.grading_key()
+        self._write(task, result, evaluation)
+        log.info("instance.done", status=result.status.value, resolved=result.resolved,
+                 error_reason=result.error_reason.value if result.error_reason else None,
+                 seconds=result.timings.get("wall"))
+        return result
+
+    def _prepare_with_retries(self, instance: Instance, log) -> Prepared:
+        for attempt in Retrying(stop=stop_after_attempt(self.config.retries),
+                                wait=wait_exponential(multiplier=0.5, max=8),
+                                retry=retry_if_exception(_retryable_preparation),
+                                reraise=True):
+            with attempt:
+                return self.preparer.prepare(instance)
+        raise AssertionError("unreachable")
+
+    def _failed(self, task: Task, reason: ErrorReason, exc: BaseException, started: float, log,
+                build_log: str = "", write: bool = True) -> InstanceResult:
+        instance, prediction = task.instance, task.prediction
+        result = InstanceResult(
+            instance_id=instance.instance_id, repo=instance.repo,
+            model_name_or_path=prediction.model_name_or_path, status=InstanceStatus.INVALID,
+            attempt=prediction.attempt, error_reason=reason, error_detail=str(exc)[-4000:],
+            patch_is_None=prediction.model_patch is None, patch_exists=not prediction.is_empty,
+            f2p_failure=list(instance.fail_to_pass), p2p_failure=list(instance.pass_to_pass),
+            checksums={"instance": instance.checksum(), "patch": prediction.checksum(),
+                       "grading": self.config.grading_key()},
+            exception=exception_record(exc),
+        )
+        if build_log:
+            result.integrity_details["build_log_tail"] = build_log[-4000:]
+        result.timings["wall"] = round(time.monotonic() - started, 4)
+        log.error("instance.error", error_reason=reason.value, error=str(exc)[:300])
+        if write:
+            self._write(task, result, None)
+        return result
+
+    def _write(self, task: Task, result: InstanceResult, evaluation: Evaluation | None) -> None:
+        directory = self.paths.instance_dir(task.instance.instance_id, task.prediction.attempt)
+        directory.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(directory / "patch.diff", task.prediction.model_patch or "")
+        write_json_atomic(directory / "commands.json", [c.__dict__ for c in result.commands])
+        if evaluation is not None:
+            write_text_atomic(directory / "test_output.txt", evaluation.outputs.test_output)
+            if evaluation.outputs.junit_xml is not None:
+                write_text_atomic(directory / "results.xml", evaluation.outputs.junit_xml)
+        write_json_atomic(directory / "report.json", result.to_report())  # last: marks completion
+
+    # ------------------------------------------------------------------ the batch
+    def run(self, tasks: list[Task]) -> list[InstanceResult]:
+        """Evaluate every task; one task's failure never stops the others."""
+        results: list[InstanceResult] = []
+
+        def on_done(task: Task, result: InstanceResult) -> None:
+            with self._lock:
+                results.append(result)
+            if self.progress:
+                self.progress(result)
+
+        try:
+            self.executor.run(tasks, self.evaluate, on_done)
+        finally:
+            self.backend.cleanup_run()
+        order = {(t.instance.instance_id, t.prediction.attempt): i for i, t in enumerate(tasks)}
+        results.sort(key=lambda r: order.get((r.instance_id, r.attempt), 0))
+        return results
+
+
+def _retryable_preparation(exc: BaseException) -> bool:
+    """Engine hiccups are retried; a build that failed on its own inputs is not."""
+    return isinstance(exc, InfrastructureError) and not isinstance(exc, ImageBuildError)
+
+
+class _PristineReader:
+    """Reads base-commit files from the host's source repository (the pristine copy)."""
+
+    def __init__(self, repo_path: Path, commit: str) -> None:
+        import git
+        self._repo = git.Repo(repo_path)
+        self._commit = commit
+        self._lock = threading.Lock()
+
+    def read(self, path: str):
+        with self._lock:
+            data = read_blob(self._repo, self._commit, path)
+            if data is None:
+                return None
+            return data, blob_mode(self._repo, self._commit, path) or 0o100644
+
+    def close(self) -> None:
+        self._repo.close()
+
+
+def load_report(path: Path) -> InstanceResult | None:
+    try:
+        return InstanceResult.from_report(json.loads(path.read_text()))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def iter_tasks(instances: Iterable[Instance], predictions: Iterable[Prediction]) -> tuple[list[Task], list[str]]:
+    """Pair predictions with instances (in instance order). Returns tasks and the ids of
+    predictions whose instance is not in the set."""
+    by_id: dict[str, list[Prediction]] = {}
+    for p in predictions:
+        by_id.setdefault(p.instance_id, []).append(p)
+    tasks = []
+    known = set()
+    for inst in instances:
+        known.add(inst.instance_id)
+        for pred in sorted(by_id.get(inst.instance_id, []), key=lambda p: p.attempt or 0):
+            tasks.append(Task(inst, pred))
+    orphans = sorted(set(by_id) - known)
+    return tasks, orphans

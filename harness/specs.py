@@ -1,0 +1,196 @@
+"""Environment specifications: per-repository YAML data under ``images/specs/``.
+
+One file per repository; ``defaults`` is merged under every entry of ``versions``
+(version keys override key by key; ``env`` dicts are merged). Nothing
+repository-specific lives in Python code: a user adds a repository with one file and
+``--specs DIR``. Example::
+
+    repo: pallets/flask
+    defaults:
+      python: "3.11"
+      requirements: ["pytest==7.4.4"]
+      install: "python -m pip install --no-build-isolation --no-deps -e ."
+      test_cmd: "pytest -rA"
+      parser: pytest
+    versions:
+      "2.3": {requirements: ["pytest==7.4.4", "werkzeug==2.3.7"]}
+
+A spec is looked up by (repo, instance version); a ``"*"`` version entry is the
+fallback for versions not listed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.errors import InputError, UnknownNameError
+
+#: Where the project's own specs and base-image definitions live.
+IMAGES_DIR = Path(__file__).resolve().parent.parent / "images"
+DEFAULT_SPECS_DIR = IMAGES_DIR / "specs"
+
+_FIELDS = {
+    "python", "apt_packages", "requirements", "install_requires_from_tree", "pre_install",
+    "install", "reinstall_after_patch", "reinstall", "test_cmd", "parser", "env", "services",
+    "timeout", "test_directives", "setup_files",
+}
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """How to build and test one (repository, version).
+
+    ``timeout`` is in seconds for the test command. ``test_directives`` chooses what is
+    appended to ``test_cmd``: "test_files" (the files the test patch touches, as
+    SWE-bench does) or "none".
+    """
+
+    repo: str
+    version: str
+    python: str = "3.11"
+    apt_packages: tuple[str, ...] = ()
+    requirements: tuple[str, ...] = ()
+    install_requires_from_tree: bool = False
+    pre_install: tuple[str, ...] = ()
+    install: str = ""
+    reinstall_after_patch: bool = False
+    reinstall: str = "python -m pip install --no-index --no-deps --no-build-isolation ."
+    test_cmd: str = "pytest -rA"
+    parser: str = "pytest"
+    env: tuple[tuple[str, str], ...] = ()
+    services: tuple[dict, ...] = field(default=(), hash=False)
+    timeout: int = 1800
+    test_directives: str = "test_files"
+    setup_files: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def env_dict(self) -> dict[str, str]:
+        return dict(self.env)
+
+    def environment_key(self) -> dict[str, Any]:
+        """The inputs that decide the environment image (not the instance layer)."""
+        return {"python": self.python, "apt_packages": sorted(self.apt_packages),
+                "requirements": list(self.requirements)}
+
+    def checksum(self) -> str:
+        data = asdict(self)
+        return hashlib.sha256(json.dumps(data, sort_keys=True, default=list).encode()).hexdigest()
+
+
+class SpecRegistry:
+    """All specs found in one or more directories, by repository name."""
+
+    def __init__(self, raw_by_repo: dict[str, tuple[dict, str]]) -> None:
+        self._raw = raw_by_repo
+
+    @classmethod
+    def load(cls, *dirs: Path) -> "SpecRegistry":
+        """Load every ``*.yaml``/``*.yml`` in the dirs; later dirs override earlier ones.
+
+        Raises InputError naming the file and field for malformed specs.
+        """
+        raw: dict[str, tuple[dict, str]] = {}
+        for d in dirs:
+            d = Path(d)
+            if not d.is_dir():
+                raise InputError("not a directory", source=str(d), field="--specs")
+            for path in sorted([*d.glob("*.yaml"), *d.glob("*.yml")]):
+                try:
+                    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+                except yaml.YAMLError as exc:
+                    raise InputError(f"invalid YAML: {exc}", source=str(path)) from None
+                if not isinstance(data, dict) or not isinstance(data.get("repo"), str):
+                    raise InputError("a spec must be a mapping with a 'repo' string", source=str(path),
+                                     field="repo")
+                for section in ("defaults", "versions"):
+                    if not isinstance(data.get(section, {}), dict):
+                        raise InputError("must be a mapping", source=str(path), field=section)
+                for vkey, vval in {"defaults": data.get("defaults", {}),
+                                   **{f"versions.{k}": v for k, v in data.get("versions", {}).items()}}.items():
+                    if not isinstance(vval, dict):
+                        raise InputError("must be a mapping", source=str(path), field=vkey)
+                    unknown = set(vval) - _FIELDS
+                    if unknown:
+                        name = sorted(unknown)[0]
+                        close = difflib.get_close_matches(name, _FIELDS, n=1)
+                        hint = f" (did you mean {close[0]!r}?)" if close else ""
+                        raise InputError(f"unknown key {name!r}{hint}", source=str(path),
+                                         field=f"{vkey}.{name}")
+                raw[data["repo"]] = (data, str(path))
+        return cls(raw)
+
+    @property
+    def repos(self) -> list[str]:
+        return sorted(self._raw)
+
+    def get(self, repo: str, version: str) -> EnvSpec:
+        """The spec for (repo, version). Raises UnknownNameError with close repo names."""
+        if repo not in self._raw:
+            close = difflib.get_close_matches(repo, self._raw, n=3, cutoff=0.5)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise UnknownNameError(f"no environment spec for repository {repo!r}{hint} "
+                                   f"(add images/specs/{repo.replace('/', '__')}.yaml or pass --specs DIR)",
+                                   field="repo")
+        data, source = self._raw[repo]
+        versions = {str(k): v for k, v in (data.get("versions") or {}).items()}
+        entry = versions.get(str(version), versions.get("*"))
+        if entry is None:
+            raise UnknownNameError(
+                f"spec {source} has no version {version!r} and no '*' fallback "
+                f"(versions: {', '.join(sorted(versions))})", field="version")
+        merged = dict(data.get("defaults") or {})
+        for key, value in entry.items():
+            if key == "env" and isinstance(value, dict):
+                merged["env"] = {**(merged.get("env") or {}), **value}
+            else:
+                merged[key] = value
+        return _build(repo, str(version), merged, source)
+
+
+def _build(repo: str, version: str, merged: dict, source: str) -> EnvSpec:
+    def fail(fieldname: str, msg: str) -> InputError:
+        return InputError(msg, source=source, record=f"{repo}@{version}", field=fieldname)
+
+    def str_list(key: str) -> tuple[str, ...]:
+        value = merged.get(key) or []
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise fail(key, "must be a list of strings")
+        return tuple(value)
+
+    env = merged.get("env") or {}
+    if not isinstance(env, dict):
+        raise fail("env", "must be a mapping")
+    setup_files = merged.get("setup_files") or {}
+    if not isinstance(setup_files, dict):
+        raise fail("setup_files", "must be a mapping of path to content")
+    timeout = merged.get("timeout", 1800)
+    if not isinstance(timeout, int) or timeout <= 0:
+        raise fail("timeout", "must be a positive integer (seconds)")
+    python = str(merged.get("python", "3.11"))
+    directives = merged.get("test_directives", "test_files")
+    if directives not in ("test_files", "none"):
+        raise fail("test_directives", "must be 'test_files' or 'none'")
+    services = merged.get("services") or []
+    if not isinstance(services, list):
+        raise fail("services", "must be a list")
+    return EnvSpec(
+        repo=repo, version=version, python=python,
+        apt_packages=str_list("apt_packages"), requirements=str_list("requirements"),
+        install_requires_from_tree=bool(merged.get("install_requires_from_tree", False)),
+        pre_install=str_list("pre_install"), install=str(merged.get("install") or ""),
+        reinstall_after_patch=bool(merged.get("reinstall_after_patch", False)),
+        reinstall=str(merged.get("reinstall") or EnvSpec.reinstall),
+        test_cmd=str(merged.get("test_cmd") or "pytest -rA"), parser=str(merged.get("parser") or "pytest"),
+        env=tuple(sorted((str(k), str(v)) for k, v in env.items())),
+        services=tuple(services), timeout=timeout, test_directives=directives,
+        setup_files=tuple(sorted((str(k), str(v)) for k, v in setup_files.items())),
+    )

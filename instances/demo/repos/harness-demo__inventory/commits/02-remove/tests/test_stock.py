@@ -1,0 +1,34 @@
+import pytest
+
+from inventory import Inventory
+from inventory.stock import InsufficientStock
+
+
+class TestInventory:
+    def test_add_new_sku(self):
+        inv = Inventory()
+        inv.add("bolt", 5)
+        assert inv.quantity("bolt") == 5
+        assert inv.skus() == ["bolt"]
+
+    def test_add_accumulates(self):
+        inv = Inventory()
+        inv.add("nut")
+        inv.add("nut", 2)
+        assert inv.quantity("nut") == 3
+
+    def test_unknown_sku_is_zero(self):
+        assert Inventory().quantity("washer") == 0
+
+    def test_remove(self):
+        inv = Inventory()
+        inv.add("bolt", 5)
+        inv.remove("bolt", 2)
+        assert inv.quantity("bolt") == 3
+
+    def test_remove_too_many_raises(self):
+        inv = Inventory()
+        inv.add("bolt", 1)
+        with pytest.raises(InsufficientStock):
+            inv.remove("bolt", 2)
+        assert inv.quantity("bolt") == 1

@@ -1,0 +1,34 @@
+"""Stock levels keyed by SKU."""
+
+
+class InsufficientStock(Exception):
+    """Raised when removing more units than are on hand."""
+
+
+class Inventory:
+    """Track how many units of each SKU are on hand."""
+
+    def __init__(self):
+        self._items = {}
+
+    def add(self, sku, qty=1):
+        """Receive *qty* units of *sku*."""
+        self._items[sku] = self._items.get(sku, 0) + qty
+
+    def remove(self, sku, qty=1):
+        """Ship *qty* units of *sku*."""
+        have = self._items.get(sku, 0)
+        if qty > have:
+            raise InsufficientStock(f"cannot remove {qty} x {sku}: only {have} on hand")
+        self._items[sku] = have - qty
+
+    def quantity(self, sku):
+        """Return the number of units of *sku* on hand (0 if unknown)."""
+        return self._items.get(sku, 0)
+
+    def skus(self):
+        """Return the SKUs in stock, sorted."""
+        return sorted(self._items)
+
+    def __len__(self):
+        return len(self._items)

@@ -1,0 +1,80 @@
+"""Shared fixtures. Engine tests use the real Docker engine (never a mock): when none
+answers they fail with the reason, they do not skip."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def engine():
+    from harness.engine.client import connect
+    from harness.errors import EngineUnavailable
+    try:
+        client = connect()
+    except EngineUnavailable as exc:
+        pytest.fail(f"engine tests need a running Docker engine: {exc}", pytrace=False)
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def cache_dir() -> Path:
+    """One cache for the whole session (and across sessions on one machine), so images,
+    wheelhouses and exports are built once and shared by every test."""
+    path = Path(os.environ.get("HARNESS_TEST_CACHE", Path.home() / ".cache" / "harness-tests"))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+class HarnessRun:
+    """Runs ``harness`` in-process and reads back what it wrote."""
+
+    def __init__(self, output_dir: Path, cache: Path) -> None:
+        self.output_dir = output_dir
+        self.cache = cache
+
+    def __call__(self, *args: str, run_id: str) -> "RunResult":
+        from harness.cli import main
+        code = main(["run", *args, "--run-id", run_id, "--output-dir", str(self.output_dir),
+                     "--cache-dir", str(self.cache), "--quiet"])
+        return RunResult(code, self.output_dir / run_id)
+
+
+class RunResult:
+    def __init__(self, exit_code: int, root: Path) -> None:
+        self.exit_code = exit_code
+        self.root = root
+
+    @property
+    def summary(self) -> dict:
+        return json.loads((self.root / "summary.json").read_text())
+
+    def report(self, instance_id: str) -> dict:
+        return json.loads((self.root / instance_id / "report.json").read_text())
+
+    def statuses(self) -> dict[str, tuple[str, str | None]]:
+        out = {}
+        for path in sorted(self.root.glob("*/report.json")):
+            data = json.loads(path.read_text())
+            out[data["instance_id"]] = (data["status"], data["error_reason"])
+        return out
+
+
+@pytest.fixture
+def harness_run(tmp_path, cache_dir, engine) -> HarnessRun:
+    return HarnessRun(tmp_path / "runs", cache_dir)
+
+
+def leftover_containers(client) -> list:
+    """Containers and volumes the harness created that still exist."""
+    from harness.engine.sandbox import LABEL_OWNER
+    containers = client.containers.list(all=True, filters={"label": f"{LABEL_OWNER}=harness"})
+    volumes = client.volumes.list(filters={"label": f"{LABEL_OWNER}=harness"})
+    return [*containers, *volumes]

@@ -1,0 +1,93 @@
+"""What the code under test can see: no network, and a repository with exactly one commit
+(the fix and its history absent)."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness import demo
+from harness.engine.images import PRISTINE_TREE
+from harness.engine.sandbox import DockerBackend
+from harness.instances import load_instances
+from harness.repos import RepoResolver
+from harness.runner import Preparer
+from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry
+from tests.conftest import leftover_containers
+
+INSTANCE_ID = "harness-demo__calcly-1"
+
+
+@pytest.fixture(scope="module")
+def sandbox(engine, cache_dir):
+    built = demo.build_demo_repos(demo.DEMO_DIR, cache_dir / "demo-repos")
+    instance = next(i for i in load_instances(demo.DEMO_DIR / "instances.jsonl").instances
+                    if i.instance_id == INSTANCE_ID)
+    preparer = Preparer(engine, SpecRegistry.load(DEFAULT_SPECS_DIR),
+                        RepoResolver(cache_dir, overrides=built, allow_clone=False), cache_dir)
+    prepared = preparer.prepare(instance)
+    backend = DockerBackend(engine, run_id="test-isolation")
+    box = backend.start(prepared.image.tag, "isolation")
+    box.exec(["/bin/sh", "-c", f"cp -a {PRISTINE_TREE}/. /testbed/"])
+    yield box
+    box.close()
+
+
+def test_code_in_the_container_cannot_open_a_network_connection(sandbox):
+    probe = (
+        "import socket\n"
+        "results = []\n"
+        "for host, port in [('1.1.1.1', 80), ('8.8.8.8', 53), ('10.0.0.1', 80), ('172.17.0.1', 2375)]:\n"
+        "    s = socket.socket(); s.settimeout(3)\n"
+        "    try:\n"
+        "        s.connect((host, port)); results.append('CONNECTED')\n"
+        "    except OSError as exc:\n"
+        "        results.append(type(exc).__name__)\n"
+        "try:\n"
+        "    socket.getaddrinfo('pypi.org', 443); results.append('RESOLVED')\n"
+        "except OSError:\n"
+        "    results.append('noresolve')\n"
+        "print(' '.join(results))\n"
+    )
+    res = sandbox.exec(["python3", "-c", probe], timeout=60)
+    assert res.exit_code == 0, res.output
+    assert "CONNECTED" not in res.output and "RESOLVED" not in res.output
+    interfaces = sandbox.exec(["/bin/sh", "-c", "ls /sys/class/net"], timeout=30).output.split()
+    assert interfaces == ["lo"]
+
+
+def test_repository_in_the_container_has_one_commit_and_no_future(sandbox, cache_dir):
+    count = sandbox.exec(["git", "rev-list", "--all", "--count"], timeout=30)
+    assert count.output.strip() == "1"
+    log = sandbox.exec(["git", "log", "--all", "--format=%H %s %B"], timeout=30)
+    assert log.exit_code == 0 and len(log.output.strip().splitlines()) >= 1
+    assert "FIX-SECRET" not in log.output
+    # The upstream fix commit exists in the source repository but not in the container.
+    repo_src = demo.DEMO_DIR / "repos" / "harness-demo__calcly"
+    shas = demo.history_shas(repo_src)
+    fix_sha = shas["04-fix-median"]
+    missing = sandbox.exec(["git", "cat-file", "-e", fix_sha], timeout=30)
+    assert missing.exit_code != 0
+    for what in ("remote", "tag"):
+        assert sandbox.exec(["git", what], timeout=30).output.strip() == ""
+    refs = sandbox.exec(["/bin/sh", "-c", "ls .git; cat .git/packed-refs 2>/dev/null; ls .git/logs 2>&1"],
+                        timeout=30).output
+    assert "packed-refs" not in refs.split() and "No such file" in refs
+    grep = sandbox.exec(["/bin/sh", "-c", "grep -r FIX-SECRET /testbed /opt/harness 2>/dev/null | head -1"],
+                        timeout=30)
+    assert grep.output.strip() == ""
+
+
+def test_container_is_unprivileged_and_read_only(sandbox):
+    status = sandbox.exec(["/bin/sh", "-c", "id -u; grep CapEff /proc/self/status; "
+                                            "touch /usr/x 2>&1; touch /opt/harness/venv/x 2>&1; "
+                                            "touch /testbed/ok && echo testbed-writable"], timeout=30).output
+    lines = status.splitlines()
+    assert lines[0] == "1000"
+    assert "0000000000000000" in lines[1]
+    assert "Read-only file system" in status
+    assert "testbed-writable" in status
+
+
+def test_no_container_or_volume_survives_a_closed_sandbox(engine, sandbox):
+    sandbox.close()
+    assert leftover_containers(engine) == []
