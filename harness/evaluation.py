@@ -33,7 +33,7 @@ from harness.errors import (ContainerDied, GradingOutcome, PatchApplyFailed, Pat
                             TestPatchApplyFailed)
 from harness.grading.grade import grade
 from harness.grading.parsers import RunArtefacts, get_parser
-from harness.grading.status import ErrorReason, InstanceStatus
+from harness.grading.status import ErrorReason, InstanceStatus, TestStatus
 from harness.instances import Instance
 from harness.patches import PatchFiles, check_model_patch, matches_any, patch_files
 from harness.predictions import Prediction
@@ -76,11 +76,12 @@ class EvalConfig:
     test_output_limit: int = 32 * 1024 * 1024
     junit_limit: int = 64 * 1024 * 1024
     restore_test_infra: bool = True
+    canaries: bool = True
 
     def as_dict(self) -> dict:
         return {"timeout": self.timeout, "setup_timeout": self.setup_timeout,
                 "test_output_limit": self.test_output_limit, "junit_limit": self.junit_limit,
-                "restore_test_infra": self.restore_test_infra}
+                "restore_test_infra": self.restore_test_infra, "canaries": self.canaries}
 
 
 @dataclass
@@ -144,6 +145,7 @@ class Evaluator:
             cost=_number(prediction.extra.get("cost")), calls=_int(prediction.extra.get("calls")),
         )
         self.outputs = RunOutputs(patch=prediction.model_patch or "")
+        self.canary: Canary | None = None
 
     # ----------------------------------------------------------------- helpers
     def _phase(self, name: str, started: float) -> None:
@@ -207,6 +209,13 @@ class Evaluator:
             raise ContainerDied("could not create the output directory")
         self._phase("prepare", t)
 
+        # The history check: the code under test must see exactly one commit.
+        history = self._run(sandbox, "history_check", ["git", "rev-list", "--all", "--count"])
+        commits = history.output.strip()
+        self.result.integrity_details["history_commits"] = int(commits) if commits.isdigit() else commits
+        if commits != "1":
+            self.result.integrity_flags.append("history_not_stripped")
+
         # 3. model patch
         t = time.monotonic()
         if self.prediction.is_empty:
@@ -248,11 +257,15 @@ class Evaluator:
             self._run(sandbox, "reinstall", ["/bin/bash", "-c", self.spec.reinstall])
             self._phase("reinstall", t)
 
-        # 7. run the tests
+        # 7. run the tests (with the canaries beside the first test file)
         t = time.monotonic()
         timeout = self.config.timeout or self.spec.timeout
         junit_path = f"{out_dir}/results-{secrets.token_hex(6)}.xml"
         test_files = test_files_of(test_patch)
+        self.canary = Canary.make(test_files) if self.config.canaries else None
+        if self.canary is not None:
+            sandbox.put_files("/testbed", {self.canary.path: self.canary.source()})
+            test_files = [*test_files, self.canary.path]
         command = build_test_command(self.spec, test_files, junit_path)
         argv = ["/usr/bin/timeout", "--kill-after=10", str(timeout), "/bin/bash", "-c", command]
         res = sandbox.exec(env_argv(self.env, argv), timeout=timeout + 30,
@@ -328,27 +341,56 @@ class Evaluator:
         graded = (*self.instance.fail_to_pass, *self.instance.pass_to_pass)
         parsed = parser(RunArtefacts(output=res.output, junit_xml=self.outputs.junit_xml,
                                      known_files=tuple(test_files), graded_ids=graded))
+        statuses = dict(parsed.statuses)
+        reason, detail = self._check_canaries(statuses, res)
         self.result.parse_source = parsed.source
         self.result.parse_notes = parsed.notes[:50]
-        self.result.collected = sorted(parsed.statuses)
+        self.result.collected = sorted(statuses)
         graded_conflicts = [c for c in parsed.conflicts if c in graded]
-        reason = None
-        detail = ""
         if graded_conflicts:
-            reason = ErrorReason.AMBIGUOUS_RESULTS
-            detail = f"contradictory results for graded tests: {graded_conflicts[:10]}"
             self.result.integrity_flags.append("ambiguous_results")
             self.result.integrity_details["ambiguous_results"] = graded_conflicts[:50]
-        elif not parsed.statuses and res.exit_code not in (1, 2):
+            if reason is None:
+                reason = ErrorReason.AMBIGUOUS_RESULTS
+                detail = f"contradictory results for graded tests: {graded_conflicts[:10]}"
+        if reason is None and not statuses:
             reason = ErrorReason.SUITE_DID_NOT_RUN
-            detail = f"no test results parsed (runner exit code {res.exit_code})"
-        verdict = grade(self.instance.tests, parsed.statuses, reason)
+            detail = f"no test results (runner exit code {res.exit_code}; {'; '.join(parsed.notes[:3])})"
+        verdict = grade(self.instance.tests, statuses, reason)
         r = self.result
         r.status, r.resolved = verdict.status, verdict.resolved
         r.f2p_success, r.f2p_failure = list(verdict.f2p_success), list(verdict.f2p_failure)
         r.p2p_success, r.p2p_failure = list(verdict.p2p_success), list(verdict.p2p_failure)
         r.missing, r.f2p_rate, r.p2p_rate = list(verdict.missing), verdict.f2p_rate, verdict.p2p_rate
         r.error_reason, r.error_detail = reason, detail
+
+    def _check_canaries(self, statuses: dict, res: ExecResult) -> tuple[ErrorReason | None, str]:
+        """Remove the canaries from ``statuses`` and judge the run by them.
+
+        The must-fail canary makes an honest run exit non-zero and report one failure.
+        Reported passed (or skipped, xfailed), or an exit code of 0, means something
+        rewrote the outcomes: the run is ``tampered``.
+        """
+        canary = self.canary
+        if canary is None:
+            return None, ""
+        fail_status = statuses.pop(canary.fail_id, None)
+        pass_status = statuses.pop(canary.pass_id, None)
+        self.result.integrity_details["canaries"] = {
+            "must_fail": fail_status.value if fail_status else None,
+            "must_pass": pass_status.value if pass_status else None}
+        if pass_status is not None and pass_status is not TestStatus.PASSED:
+            self.result.integrity_flags.append("canary_pass_failed")
+        if fail_status is None:
+            if statuses:
+                self.result.integrity_flags.append("canary_missing")
+        elif fail_status not in (TestStatus.FAILED, TestStatus.ERROR):
+            self.result.integrity_flags.append("canary_tampered")
+            return ErrorReason.TAMPERED, f"the must-fail canary was reported {fail_status.value}"
+        if res.exit_code == 0:
+            self.result.integrity_flags.append("exit_code_mismatch")
+            return ErrorReason.TAMPERED, "the test runner exited 0 although the must-fail canary ran"
+        return None, ""
 
     def _invalid(self, reason: ErrorReason, detail: str) -> Evaluation:
         self._finish_invalid(reason, detail)
@@ -361,6 +403,37 @@ class Evaluator:
         r.f2p_failure, r.p2p_failure = list(verdict.f2p_failure), list(verdict.p2p_failure)
         r.f2p_success, r.p2p_success = [], []
         r.error_reason, r.error_detail = reason, detail[-4000:]
+
+
+@dataclass(frozen=True)
+class Canary:
+    """Two tests with random names the harness adds to every run: one must fail, one
+    must pass. They sit beside the first test file so the same conftest files apply."""
+
+    path: str
+    token: str
+
+    @classmethod
+    def make(cls, test_files: list[str]) -> "Canary | None":
+        py_files = [f for f in test_files if f.endswith(".py")]
+        if not py_files:
+            return None
+        token = secrets.token_hex(6)
+        directory = py_files[0].rsplit("/", 1)[0] if "/" in py_files[0] else ""
+        name = f"test_zz_canary_{token}.py"
+        return cls(f"{directory}/{name}" if directory else name, token)
+
+    @property
+    def fail_id(self) -> str:
+        return f"{self.path}::test_canary_must_fail_{self.token}"
+
+    @property
+    def pass_id(self) -> str:
+        return f"{self.path}::test_canary_must_pass_{self.token}"
+
+    def source(self) -> bytes:
+        return (f"def test_canary_must_pass_{self.token}():\n    assert True\n\n\n"
+                f"def test_canary_must_fail_{self.token}():\n    assert False, 'harness canary'\n").encode()
 
 
 def _timeout_hit(res: ExecResult, timeout: int) -> bool:

@@ -130,11 +130,11 @@ def parse_instance(raw: Any, source: str = "", position: int | None = None) -> I
     for key in ("instance_id", "repo", "base_commit", "patch", "test_patch"):
         if not isinstance(raw[key], str):
             raise fail(key, f"must be a string, got {type(raw[key]).__name__}")
-    if not _ID_RE.match(rid):
+    if not _ID_RE.fullmatch(rid):
         raise fail("instance_id", "may contain only letters, digits and . _ + -")
-    if not _REPO_RE.match(raw["repo"]):
+    if not _REPO_RE.fullmatch(raw["repo"]):
         raise fail("repo", f"must look like OWNER/NAME, got {raw['repo']!r}")
-    if not _SHA_RE.match(raw["base_commit"]):
+    if not _SHA_RE.fullmatch(raw["base_commit"]):
         raise fail("base_commit", f"must be a hex commit id, got {raw['base_commit']!r}")
     if not raw["test_patch"].strip():
         raise fail("test_patch", "is empty")

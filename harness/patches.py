@@ -21,9 +21,10 @@ from harness.errors import PatchRejected
 #: Largest model patch accepted (bytes of UTF-8).
 MAX_PATCH_BYTES = 5 * 1024 * 1024
 
-_GIT_HEADER = re.compile(r"^diff --git (?:a/)?(\S+) (?:b/)?(\S+)$", re.M)
-_SYMLINK_MODE = re.compile(r"^(?:new file mode|new mode|old mode|deleted file mode) 120000$", re.M)
-_BINARY = re.compile(r"^(?:GIT binary patch|Binary files .* differ)$", re.M)
+_GIT_HEADER = re.compile(r"^diff --git (?:a/)?(\S+) (?:b/)?(\S+)\r?$", re.M)
+_SYMLINK_MODE = re.compile(
+    r"^(?:(?:new file mode|new mode|old mode|deleted file mode) 120000|index \S+ 120000)\r?$", re.M)
+_BINARY = re.compile(r"^(?:GIT binary patch|Binary files .* differ)\r?$", re.M)
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,8 @@ class PatchFiles:
 
 
 def _strip(path: str | None) -> str | None:
+    if path is not None:
+        path = path.rstrip("\r")  # git apply ignores a CR before the newline
     if path is None or path == "/dev/null":
         return None
     for prefix in ("a/", "b/"):

@@ -161,9 +161,9 @@ def summarise(run_id: str, model: str, total_ids: Iterable[str], results: Iterab
     """
     results = list(results)
     total = sorted(set(total_ids))
-    resolved = sorted(r.instance_id for r in results if r.resolved)
     error = sorted({*(r.instance_id for r in results
                       if r.error_reason and r.error_reason.origin != "model"), *input_errors})
+    resolved = sorted(r.instance_id for r in results if r.resolved and r.instance_id not in error)
     unresolved = sorted(r.instance_id for r in results
                         if not r.resolved and r.instance_id not in error)
     invalid = sorted(r.instance_id for r in results if r.status is InstanceStatus.INVALID)

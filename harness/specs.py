@@ -41,6 +41,7 @@ _FIELDS = {
     "install", "reinstall_after_patch", "reinstall", "test_cmd", "parser", "env", "services",
     "timeout", "test_directives", "setup_files",
 }
+_TOP_LEVEL = {"repo", "defaults", "versions"}
 
 
 @dataclass(frozen=True)
@@ -109,9 +110,17 @@ class SpecRegistry:
                 if not isinstance(data, dict) or not isinstance(data.get("repo"), str):
                     raise InputError("a spec must be a mapping with a 'repo' string", source=str(path),
                                      field="repo")
+                for key in sorted(set(data) - _TOP_LEVEL, key=str):
+                    close = difflib.get_close_matches(str(key), _TOP_LEVEL, n=1)
+                    hint = f" (did you mean {close[0]!r}?)" if close else ""
+                    raise InputError(f"unknown key {key!r}{hint}", source=str(path), field=str(key))
                 for section in ("defaults", "versions"):
                     if not isinstance(data.get(section, {}), dict):
                         raise InputError("must be a mapping", source=str(path), field=section)
+                for vkey in data.get("versions", {}):
+                    if isinstance(vkey, float):  # YAML reads 1.10 as 1.1
+                        raise InputError(f"version key {vkey!r} must be quoted (YAML reads it as a number)",
+                                         source=str(path), field=f"versions.{vkey}")
                 for vkey, vval in {"defaults": data.get("defaults", {}),
                                    **{f"versions.{k}": v for k, v in data.get("versions", {}).items()}}.items():
                     if not isinstance(vval, dict):
@@ -172,10 +181,23 @@ def _build(repo: str, version: str, merged: dict, source: str) -> EnvSpec:
     setup_files = merged.get("setup_files") or {}
     if not isinstance(setup_files, dict):
         raise fail("setup_files", "must be a mapping of path to content")
+
+    def boolean(key: str) -> bool:
+        value = merged.get(key)
+        if value is None:
+            return False
+        if not isinstance(value, bool):
+            raise fail(key, f"must be true or false, got {value!r}")
+        return value
+
+    for key in ("python", "install", "reinstall", "test_cmd", "parser"):
+        if merged.get(key) is not None and not isinstance(merged[key], str):
+            raise fail(key, f"must be a string (quote it in YAML), got {merged[key]!r}")
+
     timeout = merged.get("timeout", 1800)
-    if not isinstance(timeout, int) or timeout <= 0:
+    if not isinstance(timeout, int) or isinstance(timeout, bool) or timeout <= 0:
         raise fail("timeout", "must be a positive integer (seconds)")
-    python = str(merged.get("python", "3.11"))
+    python = merged.get("python") or "3.11"
     directives = merged.get("test_directives", "test_files")
     if directives not in ("test_files", "none"):
         raise fail("test_directives", "must be 'test_files' or 'none'")
@@ -185,9 +207,9 @@ def _build(repo: str, version: str, merged: dict, source: str) -> EnvSpec:
     return EnvSpec(
         repo=repo, version=version, python=python,
         apt_packages=str_list("apt_packages"), requirements=str_list("requirements"),
-        install_requires_from_tree=bool(merged.get("install_requires_from_tree", False)),
+        install_requires_from_tree=boolean("install_requires_from_tree"),
         pre_install=str_list("pre_install"), install=str(merged.get("install") or ""),
-        reinstall_after_patch=bool(merged.get("reinstall_after_patch", False)),
+        reinstall_after_patch=boolean("reinstall_after_patch"),
         reinstall=str(merged.get("reinstall") or EnvSpec.reinstall),
         test_cmd=str(merged.get("test_cmd") or "pytest -rA"), parser=str(merged.get("parser") or "pytest"),
         env=tuple(sorted((str(k), str(v)) for k, v in env.items())),

@@ -114,7 +114,7 @@ def parse_junit(xml_bytes: bytes, known_files: Iterable[str] = ()) -> ParsedResu
         return result
     try:
         root = ElementTree.fromstring(xml_bytes)
-    except ElementTree.ParseError as exc:
+    except (ElementTree.ParseError, LookupError, ValueError) as exc:  # bad encoding decl too
         result.notes.append(f"junit xml unparsable: {exc}")
         result.source = "none"
         return result
@@ -255,20 +255,19 @@ def _pytest_text(art: RunArtefacts) -> ParsedResults:
 
 @register("pytest", _JUNIT_ARGS)
 def _pytest(art: RunArtefacts) -> ParsedResults:
-    """JUnit XML first; the text summary is a cross-check on the graded ids.
+    """JUnit XML is authoritative; the text summary is a cross-check on the graded ids.
 
-    A graded id that JUnit and the text summary both report, with different outcomes,
-    is a conflict: one of the two sources was forged or the runner misbehaved.
+    Without a readable JUnit report there are no results (source "none"): the text
+    summary alone is never trusted here, because code under test can print it. A graded
+    id that JUnit and the text summary both report, with different outcomes, or that
+    only the text reports, is a conflict: one source was forged or the runner misbehaved.
     """
     text = parse_pytest_text(art.output, art.graded_ids)
     if art.junit_xml is None:
-        text.notes.append("no junit xml produced; graded from the text summary")
-        return text
+        return ParsedResults(source="none", notes=["the runner wrote no junit xml"])
     junit = parse_junit(art.junit_xml, art.known_files)
     if junit.source == "none":
-        text.notes.extend(junit.notes)
-        text.notes.append("graded from the text summary")
-        return text
+        return junit
     for test_id in art.graded_ids:
         a, b = junit.statuses.get(test_id), text.statuses.get(test_id)
         if a is not None and b is not None and _disagree(a, b) and test_id not in junit.conflicts:
@@ -283,4 +282,5 @@ def _pytest(art: RunArtefacts) -> ParsedResults:
 
 def _disagree(a: TestStatus, b: TestStatus) -> bool:
     passing = {TestStatus.PASSED}
-    return (a in passing) != (b in passing) or (a is TestStatus.XFAIL) != (b is TestStatus.XFAIL)
+    return ((a in passing) != (b in passing) or (a is TestStatus.XFAIL) != (b is TestStatus.XFAIL)
+            or (a is TestStatus.SKIPPED) != (b is TestStatus.SKIPPED))
