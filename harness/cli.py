@@ -21,6 +21,7 @@ from harness import __version__
 from harness.errors import EngineUnavailable, HarnessError, InputError
 
 DEFAULT_OUTPUT_DIR = "runs"
+CACHE_LEVELS = ("none", "base", "env", "instance")
 
 
 def _repo_override(text: str) -> tuple[str, Path]:
@@ -50,9 +51,26 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--cache-dir", type=Path, help="cache directory (default: $HARNESS_CACHE_DIR or ~/.cache/harness)")
     run.add_argument("--max-workers", type=int, default=1)
     run.add_argument("--no-clone", action="store_true", help="never clone a repository from its public URL")
+    run.add_argument("--force", action="store_true",
+                     help="re-evaluate every instance (default: reuse complete results for the same inputs)")
+    run.add_argument("--manifest", type=Path, help="re-run under a pinned manifest.json; refuse if inputs differ")
+    run.add_argument("--cache-level", choices=CACHE_LEVELS, default="instance",
+                     help="which images survive the run (none < base < env < instance; default instance)")
     run.add_argument("--quiet", action="store_true", help="no progress display and no table")
     run.add_argument("--verbose", action="store_true", help="log every event on stderr")
     run.set_defaults(func=cmd_run)
+
+    report = sub.add_parser("report", help="re-grade a run from its saved outputs (no containers)")
+    report.add_argument("run_dir", type=Path)
+    report.set_defaults(func=cmd_report)
+
+    images = sub.add_parser("images", help="list or prune the harness's images")
+    images_sub = images.add_subparsers(dest="images_command", required=True)
+    images_sub.add_parser("list", help="harness images with their sizes").set_defaults(func=cmd_images_list)
+    prune = images_sub.add_parser("prune", help="remove harness images above a cache level")
+    prune.add_argument("--level", choices=CACHE_LEVELS, default="env",
+                       help="keep images up to this level (default env: instance images go)")
+    prune.set_defaults(func=cmd_images_prune)
 
     doctor = sub.add_parser("doctor", help="check the engine, mmdebstrap and disk")
     doctor.add_argument("--start-engine", action="store_true", help="start dockerd if nothing answers (root)")
@@ -129,18 +147,40 @@ def cmd_run(args: argparse.Namespace) -> int:
     specs = SpecRegistry.load(DEFAULT_SPECS_DIR, *args.specs)
     client = connect()
     resolver = RepoResolver(cache_dir, args.repos_dir, overrides, allow_clone=not args.no_clone)
-    config = RunConfig(run_id=run_id, output_dir=output_dir, cache_dir=cache_dir,
-                       eval=EvalConfig(timeout=args.timeout), max_workers=args.max_workers)
     tasks, orphans = iter_tasks(loaded.instances, predictions.predictions)
     for orphan in orphans:
         print(f"harness: skipped prediction for {orphan}: not in the instance set", file=sys.stderr)
     with_prediction = {t.instance.instance_id for t in tasks}
     without = [i.instance_id for i in loaded.instances if i.instance_id not in with_prediction]
 
+    config = RunConfig(run_id=run_id, output_dir=output_dir, cache_dir=cache_dir,
+                       eval=EvalConfig(timeout=args.timeout), max_workers=args.max_workers, force=args.force)
     progress = _Progress(len(tasks), enabled=not args.quiet and sys.stderr.isatty())
     runner = BatchRunner(config, client, Preparer(client, specs, resolver, cache_dir), progress=progress.update)
+    if args.manifest is not None:
+        from harness.manifest import differences, load_manifest
+        pinned = load_manifest(args.manifest)
+        diffs = differences(pinned, config.grading_key(), runner.preflight(tasks))
+        if diffs:
+            for line in diffs:
+                print(f"harness: pinned input changed: {line}", file=sys.stderr)
+            raise InputError(f"{len(diffs)} input(s) differ from the pinned manifest; refusing to run",
+                             source=str(args.manifest), field="--manifest")
     with progress:
         results = runner.run(tasks)
+    from harness.manifest import build_manifest
+    from harness.hashing import file_sha256
+    inputs = {"instances_file": str(instances_path), "instances_sha256": file_sha256(instances_path),
+              "predictions": predictions_arg,
+              "predictions_sha256": file_sha256(Path(predictions_arg)) if Path(predictions_arg).is_file() else None,
+              "specs_dirs": [str(DEFAULT_SPECS_DIR), *map(str, args.specs)]}
+    write_json_atomic(paths.manifest, build_manifest(run_id, {**config.eval.as_dict(),
+                                                              "limits": config.limits.__dict__,
+                                                              "retries": config.retries},
+                                                     config.grading_key(), runner.pins, inputs))
+    if args.cache_level != "instance":
+        from harness.engine.inventory import prune_images
+        prune_images(client, args.cache_level)
     all_ids = [i.instance_id for i in loaded.instances] + list(input_errors)
     summary = summarise(run_id, model, all_ids, results, input_errors,
                         empty_patch_ids=[t.instance.instance_id for t in tasks if t.prediction.is_empty])
@@ -207,6 +247,36 @@ def _print_table(results, summary) -> None:
     console.print(table)
     console.print(f"resolved {summary['resolved_instances']} of {summary['total_instances']}"
                   f" (errors {summary['error_instances']}, invalid {len(summary['invalid_ids'])})")
+
+
+# ---------------------------------------------------------------------------- report, images
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from harness.regrade import regrade_run
+    summary = regrade_run(args.run_dir)
+    print(f"re-graded {args.run_dir}: resolved {summary['resolved_instances']} of {summary['total_instances']}; "
+          f"changed: {', '.join(summary['regraded_changed_ids']) or 'none'}")
+    return 0
+
+
+def cmd_images_list(args: argparse.Namespace) -> int:
+    from harness.engine.client import connect
+    from harness.engine.inventory import list_images
+    rows = list_images(connect())
+    total = 0
+    for row in rows:
+        print(f"{row.kind:8} {row.size / 1e6:10.1f} MB  unique {row.unique / 1e6:8.1f} MB  {row.tag}")
+        total += row.unique
+    print(f"{len(rows)} images, {total / 1e6:.1f} MB not shared with another image")
+    return 0
+
+
+def cmd_images_prune(args: argparse.Namespace) -> int:
+    from harness.engine.client import connect
+    from harness.engine.inventory import prune_images
+    removed = prune_images(connect(), args.level)
+    print(f"removed {len(removed)} images: {' '.join(removed) or '-'}")
+    return 0
 
 
 # ---------------------------------------------------------------------------- doctor

@@ -31,7 +31,7 @@ from harness.engine.images import PRISTINE_TREE, PYTHON, VENV
 from harness.engine.sandbox import ExecResult, Sandbox
 from harness.errors import (ContainerDied, GradingOutcome, PatchApplyFailed, PatchRejected,
                             TestPatchApplyFailed)
-from harness.grading.grade import grade
+from harness.grading.grade import Grade, grade
 from harness.grading.parsers import RunArtefacts, get_parser
 from harness.grading.status import ErrorReason, InstanceStatus, TestStatus
 from harness.instances import Instance
@@ -337,60 +337,9 @@ class Evaluator:
             sandbox.put_files("/testbed", files, mode=mode)
 
     def _grade(self, res: ExecResult, test_files: list[str]) -> None:
-        parser = get_parser(self.spec.parser)
-        graded = (*self.instance.fail_to_pass, *self.instance.pass_to_pass)
-        parsed = parser(RunArtefacts(output=res.output, junit_xml=self.outputs.junit_xml,
-                                     known_files=tuple(test_files), graded_ids=graded))
-        statuses = dict(parsed.statuses)
-        reason, detail = self._check_canaries(statuses, res)
-        self.result.parse_source = parsed.source
-        self.result.parse_notes = parsed.notes[:50]
-        self.result.collected = sorted(statuses)
-        graded_conflicts = [c for c in parsed.conflicts if c in graded]
-        if graded_conflicts:
-            self.result.integrity_flags.append("ambiguous_results")
-            self.result.integrity_details["ambiguous_results"] = graded_conflicts[:50]
-            if reason is None:
-                reason = ErrorReason.AMBIGUOUS_RESULTS
-                detail = f"contradictory results for graded tests: {graded_conflicts[:10]}"
-        if reason is None and not statuses:
-            reason = ErrorReason.SUITE_DID_NOT_RUN
-            detail = f"no test results (runner exit code {res.exit_code}; {'; '.join(parsed.notes[:3])})"
-        verdict = grade(self.instance.tests, statuses, reason)
-        r = self.result
-        r.status, r.resolved = verdict.status, verdict.resolved
-        r.f2p_success, r.f2p_failure = list(verdict.f2p_success), list(verdict.f2p_failure)
-        r.p2p_success, r.p2p_failure = list(verdict.p2p_success), list(verdict.p2p_failure)
-        r.missing, r.f2p_rate, r.p2p_rate = list(verdict.missing), verdict.f2p_rate, verdict.p2p_rate
-        r.error_reason, r.error_detail = reason, detail
-
-    def _check_canaries(self, statuses: dict, res: ExecResult) -> tuple[ErrorReason | None, str]:
-        """Remove the canaries from ``statuses`` and judge the run by them.
-
-        The must-fail canary makes an honest run exit non-zero and report one failure.
-        Reported passed (or skipped, xfailed), or an exit code of 0, means something
-        rewrote the outcomes: the run is ``tampered``.
-        """
-        canary = self.canary
-        if canary is None:
-            return None, ""
-        fail_status = statuses.pop(canary.fail_id, None)
-        pass_status = statuses.pop(canary.pass_id, None)
-        self.result.integrity_details["canaries"] = {
-            "must_fail": fail_status.value if fail_status else None,
-            "must_pass": pass_status.value if pass_status else None}
-        if pass_status is not None and pass_status is not TestStatus.PASSED:
-            self.result.integrity_flags.append("canary_pass_failed")
-        if fail_status is None:
-            if statuses:
-                self.result.integrity_flags.append("canary_missing")
-        elif fail_status not in (TestStatus.FAILED, TestStatus.ERROR):
-            self.result.integrity_flags.append("canary_tampered")
-            return ErrorReason.TAMPERED, f"the must-fail canary was reported {fail_status.value}"
-        if res.exit_code == 0:
-            self.result.integrity_flags.append("exit_code_mismatch")
-            return ErrorReason.TAMPERED, "the test runner exited 0 although the must-fail canary ran"
-        return None, ""
+        judged = judge_run(self.instance, self.spec.parser, res.output, self.outputs.junit_xml, res.exit_code,
+                           test_files, self.canary)
+        apply_judgement(self.result, judged)
 
     def _invalid(self, reason: ErrorReason, detail: str) -> Evaluation:
         self._finish_invalid(reason, detail)
@@ -403,6 +352,90 @@ class Evaluator:
         r.f2p_failure, r.p2p_failure = list(verdict.f2p_failure), list(verdict.p2p_failure)
         r.f2p_success, r.p2p_success = [], []
         r.error_reason, r.error_detail = reason, detail[-4000:]
+
+
+@dataclass
+class Judgement:
+    """Everything grading concluded from one run's artefacts (pure data)."""
+
+    verdict: "Grade"
+    reason: ErrorReason | None
+    detail: str
+    flags: list[str]
+    details: dict
+    parse_source: str
+    parse_notes: list[str]
+    collected: list[str]
+
+
+def judge_run(instance: Instance, parser_name: str, output: str, junit_xml: bytes | None,
+              exit_code: int | None, test_files: list[str], canary: "Canary | None") -> Judgement:
+    """Parse a finished test run's artefacts and grade them. Pure: used by the live
+    evaluation and by ``harness report`` to re-grade saved outputs."""
+    parser = get_parser(parser_name)
+    graded = (*instance.fail_to_pass, *instance.pass_to_pass)
+    parsed = parser(RunArtefacts(output=output, junit_xml=junit_xml, known_files=tuple(test_files),
+                                 graded_ids=graded))
+    statuses = dict(parsed.statuses)
+    flags: list[str] = []
+    details: dict = {}
+    reason, detail = _check_canaries(canary, statuses, exit_code, flags, details)
+    graded_conflicts = [c for c in parsed.conflicts if c in graded]
+    if graded_conflicts:
+        flags.append("ambiguous_results")
+        details["ambiguous_results"] = graded_conflicts[:50]
+        if reason is None:
+            reason = ErrorReason.AMBIGUOUS_RESULTS
+            detail = f"contradictory results for graded tests: {graded_conflicts[:10]}"
+    if reason is None and not statuses:
+        reason = ErrorReason.SUITE_DID_NOT_RUN
+        detail = f"no test results (runner exit code {exit_code}; {'; '.join(parsed.notes[:3])})"
+    return Judgement(grade(instance.tests, statuses, reason), reason, detail, flags, details,
+                     parsed.source, parsed.notes[:50], sorted(statuses))
+
+
+def apply_judgement(result: InstanceResult, judged: Judgement) -> None:
+    verdict = judged.verdict
+    result.status, result.resolved = verdict.status, verdict.resolved
+    result.f2p_success, result.f2p_failure = list(verdict.f2p_success), list(verdict.f2p_failure)
+    result.p2p_success, result.p2p_failure = list(verdict.p2p_success), list(verdict.p2p_failure)
+    result.missing, result.f2p_rate, result.p2p_rate = list(verdict.missing), verdict.f2p_rate, verdict.p2p_rate
+    result.error_reason, result.error_detail = judged.reason, judged.detail
+    for flag in judged.flags:
+        if flag not in result.integrity_flags:
+            result.integrity_flags.append(flag)
+    result.integrity_details.update(judged.details)
+    result.parse_source, result.parse_notes, result.collected = \
+        judged.parse_source, judged.parse_notes, judged.collected
+
+
+def _check_canaries(canary: "Canary | None", statuses: dict, exit_code: int | None, flags: list[str],
+                    details: dict) -> tuple[ErrorReason | None, str]:
+    """Remove the canaries from ``statuses`` and judge the run by them.
+
+    The must-fail canary makes an honest run exit non-zero and report one failure.
+    Reported passed (or skipped, xfailed), or an exit code of 0, means something
+    rewrote the outcomes: the run is ``tampered``.
+    """
+    if canary is None:
+        return None, ""
+    fail_status = statuses.pop(canary.fail_id, None)
+    pass_status = statuses.pop(canary.pass_id, None)
+    details["canaries"] = {"must_fail": fail_status.value if fail_status else None,
+                           "must_pass": pass_status.value if pass_status else None,
+                           "path": canary.path, "token": canary.token}
+    if pass_status is not None and pass_status is not TestStatus.PASSED:
+        flags.append("canary_pass_failed")
+    if fail_status is None:
+        if statuses:
+            flags.append("canary_missing")
+    elif fail_status not in (TestStatus.FAILED, TestStatus.ERROR):
+        flags.append("canary_tampered")
+        return ErrorReason.TAMPERED, f"the must-fail canary was reported {fail_status.value}"
+    if exit_code == 0:
+        flags.append("exit_code_mismatch")
+        return ErrorReason.TAMPERED, "the test runner exited 0 although the must-fail canary ran"
+    return None, ""
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from harness.grading.status import ErrorReason, InstanceStatus
 from harness.hashing import content_hash
 from harness.instances import Instance
 from harness.locks import file_lock
+from harness.manifest import task_pins
 from harness.logs import get_logger
 from harness.paths import RunPaths
 from harness.predictions import Prediction
@@ -146,6 +147,8 @@ class BatchRunner:
         self.executor = executor or LocalExecutor(config.max_workers)
         self.progress = progress
         self._lock = threading.Lock()
+        #: per task key ("id" or "id/attempt-n"): the pins that decided its result (manifest.json)
+        self.pins: dict[str, dict] = {}
 
     # ------------------------------------------------------------------ one task
     def evaluate(self, task: Task) -> InstanceResult:
@@ -165,6 +168,13 @@ class BatchRunner:
         except Exception as exc:  # a bug or an unexpected engine state: recorded, batch goes on
             return self._failed(task, ErrorReason.HARNESS_ERROR, exc, started, log)
         prep_seconds = time.monotonic() - started
+        with self._lock:
+            self.pins[task.prediction.key] = task_pins(self.cache_key(task, prepared), prepared)
+        if not self.config.force:
+            previous = self._reusable(task, prepared)
+            if previous is not None:
+                log.info("instance.reused", status=previous.status.value)
+                return previous
 
         attempts: list[dict] = []
 
@@ -204,12 +214,39 @@ class BatchRunner:
                         "inputs_hash": prepared.image.inputs_hash, "env_tag": prepared.env_image.tag,
                         "env_id": prepared.env_image.image_id, "tree_sha": prepared.tree_sha,
                         "built": prepared.image.built, "build_seconds": round(prepared.image.build_seconds, 3)}
-        result.checksums["grading"] = self.config.grading_key()
+        result.checksums.update({k: v for k, v in self.cache_key(task, prepared).items() if k != "image_inputs"})
         self._write(task, result, evaluation)
         log.info("instance.done", status=result.status.value, resolved=result.resolved,
                  error_reason=result.error_reason.value if result.error_reason else None,
                  seconds=result.timings.get("wall"))
         return result
+
+    def cache_key(self, task: Task, prepared: Prepared) -> dict[str, str]:
+        """What decides a result: patch, instance record, image content, grading config."""
+        return {"instance": task.instance.checksum(), "patch": task.prediction.checksum(),
+                "spec": prepared.spec.checksum(), "grading": self.config.grading_key(),
+                "image_inputs": prepared.image.inputs_hash}
+
+    def _reusable(self, task: Task, prepared: Prepared) -> InstanceResult | None:
+        """A complete earlier result for the same inputs, or None (resume)."""
+        path = self.paths.instance_dir(task.instance.instance_id, task.prediction.attempt) / "report.json"
+        previous = load_report(path) if path.exists() else None
+        if previous is None or previous.error_origin == "harness":
+            return None
+        key = self.cache_key(task, prepared)
+        recorded = {**previous.checksums, "image_inputs": previous.image.get("inputs_hash")}
+        if any(recorded.get(k) != v for k, v in key.items()):
+            return None
+        return previous
+
+    def preflight(self, tasks: list[Task]) -> dict[str, dict]:
+        """Prepare every task (building what is missing) and return its pins, without
+        evaluating anything: used to check a run against a pinned manifest first."""
+        pins = {}
+        for task in tasks:
+            prepared = self._prepare_with_retries(task.instance, get_logger(instance_id=task.instance.instance_id))
+            pins[task.prediction.key] = task_pins(self.cache_key(task, prepared), prepared)
+        return pins
 
     def _prepare_with_retries(self, instance: Instance, log) -> Prepared:
         for attempt in Retrying(stop=stop_after_attempt(self.config.retries),
@@ -245,6 +282,7 @@ class BatchRunner:
         directory = self.paths.instance_dir(task.instance.instance_id, task.prediction.attempt)
         directory.mkdir(parents=True, exist_ok=True)
         write_text_atomic(directory / "patch.diff", task.prediction.model_patch or "")
+        write_json_atomic(directory / "instance.json", task.instance.to_record())
         write_json_atomic(directory / "commands.json", [c.__dict__ for c in result.commands])
         if evaluation is not None:
             write_text_atomic(directory / "test_output.txt", evaluation.outputs.test_output)
@@ -263,6 +301,10 @@ class BatchRunner:
             if self.progress:
                 self.progress(result)
 
+        # Containers left by an earlier, killed invocation of this run are removed first.
+        leftovers = self.backend.cleanup_run()
+        if leftovers:
+            get_logger(run_id=self.config.run_id).warning("run.cleaned_leftovers", containers=leftovers)
         try:
             self.executor.run(tasks, self.evaluate, on_done)
         finally:

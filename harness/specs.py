@@ -127,8 +127,8 @@ class SpecRegistry:
                         raise InputError("must be a mapping", source=str(path), field=vkey)
                     unknown = set(vval) - _FIELDS
                     if unknown:
-                        name = sorted(unknown)[0]
-                        close = difflib.get_close_matches(name, _FIELDS, n=1)
+                        name = sorted(unknown, key=str)[0]
+                        close = difflib.get_close_matches(str(name), _FIELDS, n=1)
                         hint = f" (did you mean {close[0]!r}?)" if close else ""
                         raise InputError(f"unknown key {name!r}{hint}", source=str(path),
                                          field=f"{vkey}.{name}")

@@ -40,7 +40,7 @@ from harness.locks import file_lock
 from harness.specs import IMAGES_DIR, EnvSpec
 
 #: Bumped when the layout of an image layer changes, so old images are not reused.
-IMAGE_FORMAT = 3
+IMAGE_FORMAT = 4
 VENV = "/opt/harness/venv"
 PYTHON = f"{VENV}/bin/python"
 PRISTINE_TREE = "/opt/harness/testbed"
@@ -280,9 +280,26 @@ ENV PATH={VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
         throw-away copy at ``/testbed`` and only the files it created or changed are
         copied back, so the layer costs little more than the working tree.
         """
+        steps = [*spec.pre_install, spec.install] if spec.install else [*spec.pre_install]
+        script = "\n".join(["set -e", "cd /testbed", *steps]) + "\n"
+        env_lines = "".join(f"ENV {k}={json.dumps(v)}\n" for k, v in spec.env)
+        uid = self.bases.uid
+        dockerfile = f"""FROM {env.tag}
+{env_lines}ADD testbed.tar {PRISTINE_TREE}/
+COPY install.sh /opt/harness/install.sh
+RUN set -e; touch /opt/harness/.stamp; sleep 1; \\
+    rm -rf /testbed; cp -a {PRISTINE_TREE} /testbed; \\
+    bash /opt/harness/install.sh; \\
+    cd /testbed; find . -path ./.git -prune -o ! -type d -newer /opt/harness/.stamp -print \\
+      | while read -r f; do mkdir -p "{PRISTINE_TREE}/$(dirname "$f")"; cp -a "$f" "{PRISTINE_TREE}/$f"; \\
+          chown -h {uid}:{uid} "{PRISTINE_TREE}/$f"; done; \\
+    cd /; rm -rf /testbed; mkdir /testbed; chown {uid}:{uid} /testbed
+WORKDIR /testbed
+"""
         inputs = {"format": IMAGE_FORMAT, "env": env.image_id, "tree": tree_sha,
                   "pre_install": list(spec.pre_install), "install": spec.install,
-                  "env_vars": dict(spec.env), "setup_files": dict(spec.setup_files)}
+                  "env_vars": dict(spec.env), "setup_files": dict(spec.setup_files),
+                  "dockerfile": content_hash(dockerfile + script, 64)}
         inputs_hash = content_hash(inputs)
         tag = f"harness-inst:{_tag_safe(instance_id)}-{inputs_hash}"
         image = self._find(tag)
@@ -293,23 +310,6 @@ ENV PATH={VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
             if image is not None:
                 return self._ref(image, "inst", inputs_hash)
             started = time.monotonic()
-            steps = [*spec.pre_install, spec.install] if spec.install else [*spec.pre_install]
-            script = "\n".join(["set -e", "cd /testbed", *steps]) + "\n"
-            env_lines = "".join(f"ENV {k}={json.dumps(v)}\n" for k, v in spec.env)
-            uid = self.bases.uid
-            dockerfile = f"""FROM {env.tag}
-{env_lines}COPY testbed.tar /opt/harness/testbed.tar
-COPY install.sh /opt/harness/install.sh
-RUN set -e; mkdir -p {PRISTINE_TREE}; tar -xf /opt/harness/testbed.tar -C {PRISTINE_TREE}; \\
-    rm /opt/harness/testbed.tar; touch /opt/harness/.stamp; sleep 1; \\
-    rm -rf /testbed; cp -a {PRISTINE_TREE} /testbed; \\
-    bash /opt/harness/install.sh; \\
-    cd /testbed; find . -path ./.git -prune -o ! -type d -newer /opt/harness/.stamp -print \\
-      | while read -r f; do mkdir -p "{PRISTINE_TREE}/$(dirname "$f")"; cp -a "$f" "{PRISTINE_TREE}/$f"; done; \\
-    cd /; rm -rf /testbed; mkdir /testbed; chown -R {uid}:{uid} /testbed {PRISTINE_TREE}; \\
-    chmod -R go-w {VENV}
-WORKDIR /testbed
-"""
             labels = self._labels("inst", inputs_hash, inputs)
             labels[f"{LABEL_PREFIX}.instance-id"] = instance_id
             labels[f"{LABEL_PREFIX}.tree-sha"] = tree_sha

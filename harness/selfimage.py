@@ -1,0 +1,363 @@
+"""The harness in a container: the ``harness-app`` image that ``docker-compose.yml`` runs.
+
+:func:`build_harness_image` builds ``harness-app:<content-hash>`` (and points
+``harness-app:latest`` at it) from ``images/harness/Dockerfile``, the way every harness
+layer is built: no registry, no network. The image is
+
+* FROM the project's own bookworm base (:meth:`ImageBuilder.base` for Python 3.11,
+  bootstrapped with mmdebstrap on the host when absent; it has git);
+* a virtual environment at ``/opt/harness-app`` with the harness's runtime dependencies
+  (``[project].dependencies`` of ``pyproject.toml``) installed ``--no-index
+  --require-hashes`` from a host-side :class:`~harness.wheelhouse.Wheelhouse`;
+* the project installed non-editable from a wheel built (offline, in a throw-away stage)
+  from a copy of the source tree: ``pyproject.toml``, ``README.md``, ``harness/``,
+  ``images/``, ``instances/`` (never ``.venv``, ``runs``, ``tests``). The tree stays at
+  ``/app`` for the data files (``/app/instances/demo/instances.jsonl``, specs, bases).
+
+The tag is a content hash of the base image id, both locks and every project file
+copied (the Dockerfile is one of them), so a warm call finds the image and builds
+nothing.
+
+Some things only the host can do (the container has no mmdebstrap and usually no route
+to the Debian archive or PyPI): :func:`prepare_offline` bootstraps the base images,
+fills the wheelhouses, builds the environment images and clones the repositories an
+instance set needs, into the cache the container mounts. Then the containerised harness
+grades that set without network::
+
+    .venv/bin/python -m harness.selfimage            # build the image, prepare the demo set
+    docker-compose run --rm harness run --instances /app/instances/demo/instances.jsonl \\
+        --predictions gold --run-id demo-gold --output-dir /runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import os
+import sys
+import tarfile
+import tempfile
+import time
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import docker
+from docker.errors import APIError
+
+from harness.engine.images import LABEL_PREFIX, ImageBuilder, ImageRef
+from harness.errors import ImageBuildError, InputError
+from harness.hashing import content_hash
+from harness.locks import file_lock
+from harness.wheelhouse import LockedWheelhouse, Wheelhouse
+
+#: Bumped when the way the image is assembled changes outside the Dockerfile.
+SELF_IMAGE_FORMAT = 1
+REPOSITORY = "harness-app"
+PYTHON = "3.11"
+#: What of the project goes into the image (relative to the project root).
+PROJECT_FILES = ("pyproject.toml", "README.md")
+PROJECT_DIRS = ("harness", "images", "instances")
+DOCKERFILE = Path("images") / "harness" / "Dockerfile"
+#: Never copied: caches that running tools leave in the tree.
+EXCLUDED_NAMES = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis",
+                            ".git", "build", "dist"})
+EXCLUDED_SUFFIXES = (".pyc", ".pyo", ".egg-info", ".swp")
+#: Where the project lands in the image.
+APP_DIR = "/app"
+VENV_DIR = "/opt/harness-app"
+
+
+def default_project_root() -> Path:
+    return Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class ProjectFile:
+    relpath: str
+    path: Path
+    mode: int  # 0o644 or 0o755
+    sha256: str
+
+
+def project_files(root: Path) -> list[ProjectFile]:
+    """The files copied into the image, sorted, with normalised modes and digests.
+
+    Raises InputError when ``root`` is not a source tree of the harness.
+    """
+    root = Path(root)
+    if not (root / "pyproject.toml").is_file() or not (root / "harness" / "__init__.py").is_file():
+        raise InputError(f"{root} is not the harness source tree (pyproject.toml next to harness/): "
+                         "build the harness image from a checkout of the project", field="project_root")
+    found: list[ProjectFile] = []
+
+    def add(path: Path) -> None:
+        if path.is_symlink() or not path.is_file():
+            return  # nothing in the tree is a symlink; never follow one out of it
+        mode = 0o755 if path.stat().st_mode & 0o111 else 0o644
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        found.append(ProjectFile(path.relative_to(root).as_posix(), path, mode, digest))
+
+    for name in PROJECT_FILES:
+        if (root / name).is_file():
+            add(root / name)
+    for name in PROJECT_DIRS:
+        for dirpath, dirnames, filenames in os.walk(root / name):
+            dirnames[:] = sorted(d for d in dirnames if not _excluded(d))
+            for filename in sorted(filenames):
+                if not _excluded(filename):
+                    add(Path(dirpath) / filename)
+    found.sort(key=lambda f: f.relpath)
+    return found
+
+
+def _excluded(name: str) -> bool:
+    return name in EXCLUDED_NAMES or name.endswith(EXCLUDED_SUFFIXES)
+
+
+def _requirements(root: Path) -> tuple[list[str], list[str]]:
+    """(runtime dependencies, build-system requirements) from ``pyproject.toml``."""
+    data = tomllib.loads((root / "pyproject.toml").read_text())
+    runtime = [str(r) for r in data.get("project", {}).get("dependencies", [])]
+    build = [str(r) for r in data.get("build-system", {}).get("requires", ["setuptools", "wheel"])]
+    return runtime, build
+
+
+def _wheelhouse(images: ImageBuilder, cache_dir: Path) -> Wheelhouse:
+    return Wheelhouse(cache_dir, {p: images.bases.glibc.get(s, "2.17") for p, s in images.bases.python_suites.items()})
+
+
+def _build_sdists(images: ImageBuilder):
+    def build(python: str, sdist_dir: Path, wheel_dir: Path) -> None:
+        from harness.engine.builder import build_wheels
+        build_wheels(images, python, sdist_dir, wheel_dir)
+    return build
+
+
+def harness_image_inputs(client: docker.DockerClient, cache_dir: Path,
+                         project_root: Path | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(hashed inputs, build material) of the harness image. Bootstraps the base and fills
+    the wheelhouses when absent (both need the host: mmdebstrap and PyPI)."""
+    root = Path(project_root or default_project_root()).resolve()
+    files = project_files(root)
+    if not (root / DOCKERFILE).is_file():
+        raise InputError(f"{root / DOCKERFILE} is missing", field="project_root")
+    images = ImageBuilder(client, Path(cache_dir))
+    base = images.base(PYTHON)
+    runtime, build = _requirements(root)
+    house = _wheelhouse(images, Path(cache_dir))
+    runtime_house = house.ensure(PYTHON, runtime, build_sdists=_build_sdists(images))
+    build_house = house.ensure(PYTHON, build, build_sdists=_build_sdists(images))
+    inputs = {
+        "format": SELF_IMAGE_FORMAT,
+        "python": PYTHON,
+        "base": base.image_id,
+        "lock": content_hash(runtime_house.lock_text, 64),
+        "build_lock": content_hash(build_house.lock_text, 64),
+        "project": content_hash([[f.relpath, f.mode, f.sha256] for f in files], 64),
+    }
+    material = {"root": root, "files": files, "base": base, "runtime": runtime_house, "build": build_house}
+    return inputs, material
+
+
+def build_harness_image(client: docker.DockerClient, cache_dir: Path, *,
+                        project_root: Path | None = None) -> str:
+    """Build (or find) ``harness-app:<content-hash>``, tag it ``harness-app:latest`` and
+    return the content-hash tag.
+
+    ``cache_dir`` is the harness cache (wheelhouses, locks; the base image is built
+    through it). ``project_root`` defaults to the source tree this module belongs to.
+    Raises ImageBuildError (with the build log) when the build fails and InputError when
+    there is no source tree (an installed, non-editable harness cannot rebuild itself).
+    """
+    return build_harness_image_ref(client, cache_dir, project_root=project_root).tag
+
+
+def build_harness_image_ref(client: docker.DockerClient, cache_dir: Path, *,
+                            project_root: Path | None = None) -> ImageRef:
+    """:func:`build_harness_image`, returning the full :class:`ImageRef` (built or found, timing)."""
+    cache_dir = Path(cache_dir)
+    inputs, material = harness_image_inputs(client, cache_dir, project_root)
+    inputs_hash = content_hash(inputs)
+    tag = f"{REPOSITORY}:{inputs_hash}"
+    images = ImageBuilder(client, cache_dir)
+    image = images._find(tag)
+    built, seconds = False, 0.0
+    if image is None:
+        with file_lock(cache_dir / "locks", tag):
+            image = images._find(tag)
+            if image is None:
+                started = time.monotonic()
+                labels = images._labels("app", inputs_hash, inputs)
+                labels[f"{LABEL_PREFIX}.python"] = f"{VENV_DIR}/bin/python"
+                image = _build(client, tag, material, labels)
+                built, seconds = True, time.monotonic() - started
+    latest = images._find(f"{REPOSITORY}:latest")
+    if latest is None or latest.id != image.id:
+        client.api.tag(image.id, REPOSITORY, "latest", force=True)
+    return ImageRef(tag, image.id, "app", inputs_hash, built, seconds, dict(image.labels or {}))
+
+
+def _build(client: docker.DockerClient, tag: str, material: dict[str, Any], labels: dict[str, str]) -> Any:
+    """Send the generated context to the engine; build with no network."""
+    root: Path = material["root"]
+    runtime: LockedWheelhouse = material["runtime"]
+    build: LockedWheelhouse = material["build"]
+    base: ImageRef = material["base"]
+    with tempfile.TemporaryFile() as context:
+        with tarfile.open(fileobj=context, mode="w") as tar:
+            _add_bytes(tar, "Dockerfile", (root / DOCKERFILE).read_bytes())
+            _add_bytes(tar, "requirements.lock", runtime.lock_text.encode())
+            _add_bytes(tar, "build-requirements.lock", build.lock_text.encode())
+            for arcdir, house in (("wheels", runtime), ("build-wheels", build)):
+                _add_dir(tar, arcdir)
+                for wheel in sorted(house.wheel_dir.glob("*.whl")):
+                    _add_file(tar, f"{arcdir}/{wheel.name}", wheel, 0o644)
+            _add_dir(tar, "src")
+            made: set[str] = set()
+            for f in material["files"]:
+                parts = f.relpath.split("/")[:-1]
+                for i in range(1, len(parts) + 1):
+                    d = "/".join(parts[:i])
+                    if d not in made:
+                        made.add(d)
+                        _add_dir(tar, f"src/{d}")
+                _add_file(tar, f"src/{f.relpath}", f.path, f.mode)
+        context.seek(0)
+        log: list[str] = []
+        try:
+            for chunk in client.api.build(fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True,
+                                          network_mode="none", labels=labels, decode=True, pull=False,
+                                          buildargs={"BASE_IMAGE": base.tag, "SELF_TAG": tag}):
+                if "stream" in chunk:
+                    log.append(chunk["stream"])
+                if "error" in chunk:
+                    raise ImageBuildError(f"building {tag} failed: {chunk['error'].strip()}",
+                                          log="".join(log)[-20000:])
+        except APIError as exc:
+            raise ImageBuildError(f"building {tag} failed: {exc.explanation or exc}",
+                                  log="".join(log)[-20000:]) from None
+    _remove_build_stage(client, tag)
+    try:
+        return client.images.get(tag)
+    except docker.errors.ImageNotFound:
+        raise ImageBuildError(f"building {tag} produced no image", log="".join(log)[-20000:]) from None
+
+
+def _remove_build_stage(client: docker.DockerClient, tag: str) -> None:
+    """Remove the untagged image of the Dockerfile's build stage (wheels, build backend)."""
+    for image in client.images.list(filters={"dangling": True, "label": f"{LABEL_PREFIX}.build-stage-of={tag}"}):
+        try:
+            client.images.remove(image.id, noprune=False)
+        except APIError:
+            pass  # in use or already gone: harmless, it is only disk space
+
+
+def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    info.mode = mode
+    tar.addfile(info, io.BytesIO(data))
+
+
+def _add_dir(tar: tarfile.TarFile, name: str) -> None:
+    info = tarfile.TarInfo(name)
+    info.type = tarfile.DIRTYPE
+    info.mode = 0o755
+    tar.addfile(info)
+
+
+def _add_file(tar: tarfile.TarFile, name: str, path: Path, mode: int) -> None:
+    """Root-owned, fixed mode and time: the context depends on contents only."""
+    info = tarfile.TarInfo(name)
+    info.size = path.stat().st_size
+    info.mode = mode
+    with open(path, "rb") as handle:
+        tar.addfile(info, handle)
+
+
+# ---------------------------------------------------------------------------- offline preparation
+
+def prepare_offline(client: docker.DockerClient, cache_dir: Path, instances_file: Path,
+                    *, allow_clone: bool = True) -> list[str]:
+    """Make ``cache_dir`` hold what the containerised harness cannot fetch for an instance
+    set: base images (mmdebstrap), wheelhouses (PyPI), environment images, and clones of
+    the repositories that are not in the demo set. Idempotent and quick when warm.
+
+    Returns one line per thing prepared (for a progress display). Raises InputError on an
+    unreadable instance file; a malformed record is skipped as ``harness run`` skips it.
+    """
+    from harness import demo
+    from harness.instances import load_instances
+    from harness.repos import RepoResolver
+    from harness.runner import Preparer
+    from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry
+
+    cache_dir = Path(cache_dir)
+    loaded = load_instances(Path(instances_file))
+    specs = SpecRegistry.load(DEFAULT_SPECS_DIR)
+    resolver = RepoResolver(cache_dir, None, {}, allow_clone=allow_clone)
+    preparer = Preparer(client, specs, resolver, cache_dir)
+    done: list[str] = []
+    seen_specs: set[str] = set()
+    seen_repos: set[str] = set()
+    for instance in loaded.instances:
+        spec = specs.get(instance.repo, instance.version)
+        key = content_hash(spec.environment_key())
+        if key not in seen_specs:
+            seen_specs.add(key)
+            env = preparer.environment(spec)
+            done.append(f"environment {env.tag} ({instance.repo} {instance.version})")
+        if instance.repo not in seen_repos and not instance.repo.startswith(demo.DEMO_OWNER + "/"):
+            seen_repos.add(instance.repo)
+            done.append(f"repository {instance.repo} at {resolver.path_for(instance.repo)}")
+    return done
+
+
+# ---------------------------------------------------------------------------- entry point
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m harness.selfimage``: build the image, prepare the cache, print the tag."""
+    from harness.demo import DEMO_DIR
+    from harness.engine.client import connect
+    from harness.errors import EngineUnavailable, HarnessError
+    from harness.paths import cache_root
+
+    parser = argparse.ArgumentParser(prog="python -m harness.selfimage", description=(
+        "Build the harness-app image docker-compose.yml runs, and prepare the cache for "
+        "instance sets (base images, wheelhouses, environments, clones: what a container cannot fetch)."))
+    parser.add_argument("--cache-dir", type=Path, help="default: $HARNESS_CACHE_DIR or ~/.cache/harness "
+                        "(the directory docker-compose.yml mounts)")
+    parser.add_argument("--prepare", type=Path, action="append", default=None, metavar="INSTANCES",
+                        help="instance set to prepare the cache for (repeatable; default: the demo set)")
+    parser.add_argument("--no-prepare", action="store_true", help="only build the image")
+    args = parser.parse_args(argv)
+    cache_dir = args.cache_dir.expanduser().resolve() if args.cache_dir else cache_root()
+    try:
+        client = connect()
+        started = time.monotonic()
+        ref = build_harness_image_ref(client, cache_dir)
+        verb = f"built in {ref.build_seconds:.1f} s" if ref.built else "up to date"
+        print(f"harness image {ref.tag} ({verb}), tagged {REPOSITORY}:latest", file=sys.stderr)
+        if not args.no_prepare:
+            for instances in args.prepare or [DEMO_DIR / "instances.jsonl"]:
+                for line in prepare_offline(client, cache_dir, instances.expanduser().resolve()):
+                    print(f"prepared {line}", file=sys.stderr)
+        print(f"ready in {time.monotonic() - started:.1f} s; cache {cache_dir}", file=sys.stderr)
+    except (InputError, EngineUnavailable) as exc:
+        print(f"harness.selfimage: {exc}", file=sys.stderr)
+        return 2
+    except HarnessError as exc:
+        print(f"harness.selfimage: {type(exc).__name__}: {exc}", file=sys.stderr)
+        log = getattr(exc, "log", "")
+        if log:
+            print(log[-4000:], file=sys.stderr)
+        return 1
+    print(ref.tag)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
