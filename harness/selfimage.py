@@ -62,8 +62,7 @@ PROJECT_FILES = ("pyproject.toml", "README.md")
 PROJECT_DIRS = ("harness", "images", "instances")
 DOCKERFILE = Path("images") / "harness" / "Dockerfile"
 #: Never copied: caches that running tools leave in the tree.
-EXCLUDED_NAMES = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis",
-                            ".git", "build", "dist"})
+EXCLUDED_NAMES = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis", ".git"})
 EXCLUDED_SUFFIXES = (".pyc", ".pyo", ".egg-info", ".swp")
 #: Where the project lands in the image.
 APP_DIR = "/app"

@@ -11,6 +11,7 @@ need=()
 command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
 command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
 command -v git >/dev/null 2>&1 || need+=(git)
+command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
 python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
 if ((${#need[@]})); then
   if [ "$(id -u)" != 0 ]; then

@@ -72,9 +72,13 @@ def harness_run(tmp_path, cache_dir, engine) -> HarnessRun:
     return HarnessRun(tmp_path / "runs", cache_dir)
 
 
-def leftover_containers(client) -> list:
-    """Containers and volumes the harness created that still exist."""
-    from harness.engine.sandbox import LABEL_OWNER
-    containers = client.containers.list(all=True, filters={"label": f"{LABEL_OWNER}=harness"})
-    volumes = client.volumes.list(filters={"label": f"{LABEL_OWNER}=harness"})
-    return [*containers, *volumes]
+def leftover_containers(client, *run_ids: str) -> list:
+    """Containers and volumes the harness created that still exist — for the given run
+    ids only (other tests, or other test sessions, may be running), or all of them."""
+    from harness.engine.sandbox import LABEL_OWNER, LABEL_RUN
+    filters = [f"{LABEL_RUN}={r}" for r in run_ids] or [f"{LABEL_OWNER}=harness"]
+    found = []
+    for label in filters:
+        found += client.containers.list(all=True, filters={"label": label})
+        found += client.volumes.list(filters={"label": label})
+    return found

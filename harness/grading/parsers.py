@@ -206,17 +206,19 @@ def parse_pytest_text(output: str, graded_ids: Iterable[str] = ()) -> ParsedResu
     """
     result = ParsedResults(source="text")
     graded = sorted(set(graded_ids), key=len, reverse=True)
-    in_summary = False
-    for raw in output.splitlines():
-        line = raw.rstrip()
-        if _SUMMARY_HEADER.match(line):
-            in_summary = True
-            continue
-        if in_summary and _SECTION_HEADER.match(line):
-            in_summary = False
-            continue
-        if not in_summary:
-            continue
+    lines = output.splitlines()
+    # pytest prints its summary last; captured output (which code under test controls,
+    # and -rA shows) comes before it. Only the last summary section counts.
+    starts = [i for i, line in enumerate(lines) if _SUMMARY_HEADER.match(line.rstrip())]
+    if len(starts) > 1:
+        result.notes.append(f"{len(starts)} summary headers in the output; only the last one was read")
+    section: list[str] = []
+    for line in lines[starts[-1] + 1:] if starts else []:
+        line = line.rstrip()
+        if _SECTION_HEADER.match(line):
+            break
+        section.append(line)
+    for line in section:
         word, _, rest = line.partition(" ")
         status = _TEXT_STATUS.get(word)
         if status is None or not rest:

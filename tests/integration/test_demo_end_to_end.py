@@ -29,7 +29,7 @@ def test_demo_outcomes_are_exactly_as_designed(harness_run, engine, predictions)
     assert summary["resolved_ids"] == expected_resolved
     assert summary["total_instances"] == len(EXPECTED[predictions])
     assert summary["error_ids"] == []  # no harness or instance failure on the demo set
-    assert leftover_containers(engine) == []
+    assert leftover_containers(engine, f"demo-{predictions}") == []
 
 
 def test_gold_control_resolves_everything_and_empty_nothing(harness_run):

@@ -34,7 +34,7 @@ def test_a_test_that_sleeps_past_the_timeout_is_invalid_timeout(harness_run, tmp
     assert report["resolved"] is False
     assert elapsed < 120
     assert CALCLY in run.summary["unresolved_ids"] and CALCLY in run.summary["invalid_ids"]
-    assert leftover_containers(engine) == []
+    assert leftover_containers(engine, "timeout") == []
 
 
 def test_a_malformed_record_is_named_and_the_rest_still_runs(harness_run, tmp_path, capsys):

@@ -90,4 +90,4 @@ def test_container_is_unprivileged_and_read_only(sandbox):
 
 def test_no_container_or_volume_survives_a_closed_sandbox(engine, sandbox):
     sandbox.close()
-    assert leftover_containers(engine) == []
+    assert leftover_containers(engine, "test-isolation") == []

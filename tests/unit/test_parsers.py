@@ -351,18 +351,39 @@ def test_text_graded_ids_match_longest_first():
     assert result.statuses == {"t.py::test_p[a b c]": P, "t.py::test_p[a b]": F}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG (reported): a test that prints its own 'short test summary info' header in "
-    "captured output (shown by -rA before the real summary) can inject results into the "
-    "text-only parser"))
 def test_text_forged_summary_header_in_captured_output_is_ignored():
+    """Captured output (which -rA shows, and code under test controls) precedes the real
+    summary: a summary header printed there must not inject results."""
     forged = ("==================================== PASSES ====================================\n"
               "_________________________________ test_evil __________________________________\n"
               "----------------------------- Captured stdout call -----------------------------\n"
               "=========================== short test summary info ============================\n"
               "PASSED t.py::test_deleted_by_the_patch\n")
-    out = _summary("PASSED t.py::test_evil", before=forged)
-    assert "t.py::test_deleted_by_the_patch" not in parse_pytest_text(out).statuses
+    result = parse_pytest_text(_summary("PASSED t.py::test_evil", before=forged))
+    assert result.statuses == {"t.py::test_evil": P}
+    assert any("summary headers" in note for note in result.notes)
+
+
+def test_text_single_summary_has_no_notes():
+    assert parse_pytest_text(_summary("PASSED t.py::a")).notes == []
+
+
+def test_text_forged_summary_on_a_real_run(tmp_path):
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "test_evil.py").write_text(textwrap.dedent('''
+        def test_evil():
+            print("=" * 20 + " short test summary info " + "=" * 20)
+            print("PASSED test_evil.py::test_gone")
+            print("PASSED test_evil.py::test_fails")
+
+        def test_fails():
+            assert False
+    '''))
+    proc = _pytest(tmp_path, "-rA")
+    assert "PASSED test_evil.py::test_gone" in proc.stdout  # the forgery is in the output
+    result = parse_pytest_text(proc.stdout)
+    assert result.statuses == {"test_evil.py::test_evil": P, "test_evil.py::test_fails": F}
+    assert result.conflicts == []
 
 
 # --------------------------------------------------------------------------- cross-check
