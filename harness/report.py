@@ -103,7 +103,7 @@ class InstanceResult:
             "error_origin": self.error_origin,
             "error_detail": self.error_detail,
             "apply_strategy": self.apply_strategy,
-            "integrity": {"flags": self.integrity_flags, **self.integrity_details},
+            "integrity": {**self.integrity_details, "flags": self.integrity_flags},
             "parser": {"name": self.parser, "source": self.parse_source, "notes": self.parse_notes},
             "test_exit_code": self.test_exit_code,
             "timings": self.timings,
@@ -114,6 +114,7 @@ class InstanceResult:
             "attempts": self.attempts,
             "cost": self.cost,
             "calls": self.calls,
+            "collected": self.collected,
             "harness_version": __version__,
             "schema_version": SCHEMA_VERSION,
         }
@@ -145,7 +146,7 @@ class InstanceResult:
             image=data.get("image", {}), checksums=data.get("checksums", {}),
             commands=[CommandRecord(**c) for c in data.get("commands", [])],
             exception=data.get("exception"), attempts=data.get("attempts", []),
-            cost=data.get("cost"), calls=data.get("calls"),
+            cost=data.get("cost"), calls=data.get("calls"), collected=data.get("collected", []),
         )
 
 
@@ -153,13 +154,22 @@ def summarise(run_id: str, model: str, total_ids: Iterable[str], results: Iterab
               input_errors: dict[str, str], empty_patch_ids: Iterable[str] = ()) -> dict[str, Any]:
     """The run report.
 
-    Denominators: ``total_instances`` counts every instance in the set (valid or not);
-    ``submitted_instances`` those with a prediction; ``completed_instances`` those whose
-    tests ran and were graded (status not INVALID, or INVALID for the model's own fault
-    with a run); ``error_instances`` INVALID for a harness or instance reason, plus
-    malformed inputs. Every id is in exactly one of resolved/unresolved/error.
+    Denominators: ``total_instances`` counts every instance in the set (valid or not,
+    with or without a prediction); ``submitted_instances`` those with a prediction;
+    ``completed_instances`` those graded with a status other than INVALID;
+    ``error_instances`` INVALID for a harness or instance reason, plus malformed inputs.
+    Every submitted id is in exactly one of resolved/unresolved/error; instances without
+    a prediction count only in the total (and so lower the rate).
+
+    With repeated attempts, the instance's verdict here is its first attempt's (the
+    lowest ``attempt``); all attempts are summarised by ``harness compare``.
     """
-    results = list(results)
+    first: dict[str, InstanceResult] = {}
+    for r in results:
+        kept = first.get(r.instance_id)
+        if kept is None or (r.attempt or 0) < (kept.attempt or 0):
+            first[r.instance_id] = r
+    results = list(first.values())
     total = sorted(set(total_ids))
     error = sorted({*(r.instance_id for r in results
                       if r.error_reason and r.error_reason.origin != "model"), *input_errors})

@@ -121,18 +121,39 @@ class Preparer:
                     tree_sha = repo.commit(commit).tree.hexsha
         finally:
             repo.close()
-        env_image = self.environment(spec)
+        env_image = self.environment(spec, export_dir if spec.install_requires_from_tree else None, tree_sha)
         image = self.images.instance(instance.instance_id, spec, env_image, export_dir, tree_sha)
         return Prepared(spec, image, env_image, tree_sha, repo_path)
 
-    def environment(self, spec: EnvSpec) -> ImageRef:
+    def environment(self, spec: EnvSpec, tree: Path | None = None, tree_sha: str = "") -> ImageRef:
+        """The environment image: the spec's pins, plus (``install_requires_from_tree``)
+        the project's own install and build requirements read from the exported tree."""
         requirements = list(spec.requirements)
-        house = self.wheelhouse.ensure(spec.python, requirements, build_sdists=self._build_sdists)
+        if tree is not None:
+            requirements += [r for r in build_requirements(tree) if r not in requirements]
+        house = self.wheelhouse.ensure(spec.python, requirements, build_sdists=self._build_sdists,
+                                       tree=tree, tree_key=tree_sha, env=spec.env_dict)
         return self.images.environment(spec, house.lock_text, house.wheel_dir)
 
     def _build_sdists(self, python: str, sdist_dir: Path, wheel_dir: Path) -> None:
         from harness.engine.builder import build_wheels
         build_wheels(self.images, python, sdist_dir, wheel_dir)
+
+
+def build_requirements(tree: Path) -> list[str]:
+    """The build backend's requirements from ``pyproject.toml`` ([build-system].requires),
+    or setuptools and wheel for a legacy ``setup.py`` project: installs run with
+    ``--no-build-isolation`` (offline), so these must be in the environment."""
+    import tomllib
+    pyproject = Path(tree) / "pyproject.toml"
+    if pyproject.exists():
+        try:
+            requires = tomllib.loads(pyproject.read_text()).get("build-system", {}).get("requires")
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError):
+            requires = None
+        if isinstance(requires, list) and all(isinstance(r, str) for r in requires):
+            return [*requires, "wheel"] if not any(r.startswith("wheel") for r in requires) else list(requires)
+    return ["setuptools", "wheel"]
 
 
 class BatchRunner:

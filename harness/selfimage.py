@@ -79,6 +79,7 @@ class ProjectFile:
     path: Path
     mode: int  # 0o644 or 0o755
     sha256: str
+    data: bytes  # what was hashed is what goes into the image, even if the file changes meanwhile
 
 
 def project_files(root: Path) -> list[ProjectFile]:
@@ -96,8 +97,9 @@ def project_files(root: Path) -> list[ProjectFile]:
         if path.is_symlink() or not path.is_file():
             return  # nothing in the tree is a symlink; never follow one out of it
         mode = 0o755 if path.stat().st_mode & 0o111 else 0o644
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
-        found.append(ProjectFile(path.relative_to(root).as_posix(), path, mode, digest))
+        data = path.read_bytes()
+        found.append(ProjectFile(path.relative_to(root).as_posix(), path, mode, hashlib.sha256(data).hexdigest(),
+                                 data))
 
     for name in PROJECT_FILES:
         if (root / name).is_file():
@@ -201,13 +203,13 @@ def build_harness_image_ref(client: docker.DockerClient, cache_dir: Path, *,
 
 def _build(client: docker.DockerClient, tag: str, material: dict[str, Any], labels: dict[str, str]) -> Any:
     """Send the generated context to the engine; build with no network."""
-    root: Path = material["root"]
     runtime: LockedWheelhouse = material["runtime"]
     build: LockedWheelhouse = material["build"]
     base: ImageRef = material["base"]
     with tempfile.TemporaryFile() as context:
         with tarfile.open(fileobj=context, mode="w") as tar:
-            _add_bytes(tar, "Dockerfile", (root / DOCKERFILE).read_bytes())
+            dockerfile = next(f.data for f in material["files"] if f.relpath == DOCKERFILE.as_posix())
+            _add_bytes(tar, "Dockerfile", dockerfile)
             _add_bytes(tar, "requirements.lock", runtime.lock_text.encode())
             _add_bytes(tar, "build-requirements.lock", build.lock_text.encode())
             for arcdir, house in (("wheels", runtime), ("build-wheels", build)):
@@ -223,7 +225,7 @@ def _build(client: docker.DockerClient, tag: str, material: dict[str, Any], labe
                     if d not in made:
                         made.add(d)
                         _add_dir(tar, f"src/{d}")
-                _add_file(tar, f"src/{f.relpath}", f.path, f.mode)
+                _add_bytes(tar, f"src/{f.relpath}", f.data, f.mode)
         context.seek(0)
         log: list[str] = []
         try:

@@ -73,25 +73,46 @@ class Wheelhouse:
         tags = [f"manylinux_{major}_{m}_x86_64" for m in range(minor, 16, -1)]
         return tags + ["manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64"]
 
-    def resolve(self, python: str, requirements: list[str]) -> list[str]:
-        """Exact pins (``name==version``) for the target Python/platform, via uv."""
+    def resolve(self, python: str, requirements: list[str], tree: Path | None = None,
+                env: dict[str, str] | None = None) -> list[str]:
+        """Exact pins (``name==version``) for the target Python/platform, via uv.
+
+        With ``tree``, the project's own install requirements (read from its metadata)
+        are resolved together with ``requirements``; the project itself is left out.
+        ``env`` is passed to the metadata build (e.g. SETUPTOOLS_SCM_PRETEND_VERSION).
+        """
+        if tree is not None:
+            requirements = [*requirements, str(tree)]
         if not requirements:
             return []
         glibc = self.glibc_by_python.get(python, "2.17").replace(".", "_")
         cmd = [_uv(), "pip", "compile", "-", "--python-version", python,
                "--python-platform", f"x86_64-manylinux_{glibc}", "--no-header", "--no-annotate",
                "--quiet", "--no-config"]
-        proc = subprocess.run(cmd, input="\n".join(requirements) + "\n", capture_output=True, text=True)
+        import os
+        proc = subprocess.run(cmd, input="\n".join(requirements) + "\n", capture_output=True, text=True,
+                              env={**os.environ, **(env or {})})
         if proc.returncode != 0:
-            raise ImageBuildError(f"resolving requirements for Python {python} failed",
-                                  log=proc.stderr[-8000:])
-        return [line.strip() for line in proc.stdout.splitlines()
-                if line.strip() and not line.lstrip().startswith("#")]
+            raise ImageBuildError(f"resolving requirements for Python {python} failed: "
+                                  f"{proc.stderr.strip()[-600:]}", log=proc.stderr[-8000:])
+        tree_text = str(tree) if tree is not None else None
+        pins = []
+        for line in proc.stdout.splitlines():
+            line = line.strip()
+            if not line or line.startswith(("#", "-e")) or " @ " in line or line == tree_text:
+                continue  # comments, and the project itself (installed from its tree)
+            pins.append(line)
+        return pins
 
-    def ensure(self, python: str, requirements: list[str],
-               build_sdists: SdistBuilder | None = None) -> LockedWheelhouse:
-        """Resolve, download and lock ``requirements`` for ``python`` (cached by content)."""
-        key = content_hash({"python": python, "requirements": sorted(requirements), "format": 2})
+    def ensure(self, python: str, requirements: list[str], build_sdists: SdistBuilder | None = None,
+               tree: Path | None = None, tree_key: str = "", env: dict[str, str] | None = None
+               ) -> LockedWheelhouse:
+        """Resolve, download and lock ``requirements`` (and, with ``tree``, the project's
+        own install requirements; ``tree_key`` is its content hash) for ``python``.
+        Cached by content."""
+        key = content_hash({"python": python, "requirements": sorted(requirements), "format": 2,
+                            "tree": tree_key if tree is not None else None,
+                            "env": sorted((env or {}).items()) if tree is not None else None})
         directory = self.root / f"{python}-{key}"
         with file_lock(self.lock_dir, f"wheelhouse-{python}-{key}"):
             if (directory / "COMPLETE").exists():
@@ -100,7 +121,7 @@ class Wheelhouse:
                 shutil.rmtree(directory)
             tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.root if self.root.exists() else None))
             try:
-                self._populate(tmp, python, requirements, build_sdists)
+                self._populate(tmp, python, requirements, build_sdists, tree, env)
                 self.root.mkdir(parents=True, exist_ok=True)
                 tmp.rename(directory)
             except BaseException:
@@ -109,11 +130,12 @@ class Wheelhouse:
             return self._load(directory)
 
     def _populate(self, directory: Path, python: str, requirements: list[str],
-                  build_sdists: SdistBuilder | None) -> None:
+                  build_sdists: SdistBuilder | None, tree: Path | None = None,
+                  env: dict[str, str] | None = None) -> None:
         wheels = directory / "wheels"
         wheels.mkdir(parents=True)
         (directory / "requirements.in").write_text("\n".join(requirements) + "\n")
-        pins = self.resolve(python, requirements)
+        pins = self.resolve(python, requirements, tree, env)
         (directory / "pins.txt").write_text("\n".join(pins) + "\n")
         if pins:
             missing = self._download_wheels(python, pins, wheels)

@@ -288,7 +288,7 @@ ENV PATH={VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 {env_lines}ADD testbed.tar {PRISTINE_TREE}/
 COPY install.sh /opt/harness/install.sh
 RUN set -e; touch /opt/harness/.stamp; sleep 1; \\
-    rm -rf /testbed; cp -a {PRISTINE_TREE} /testbed; \\
+    rm -rf /testbed; cp -a --no-preserve=ownership {PRISTINE_TREE} /testbed; \\
     bash /opt/harness/install.sh; \\
     cd /testbed; find . -path ./.git -prune -o ! -type d -newer /opt/harness/.stamp -print \\
       | while read -r f; do mkdir -p "{PRISTINE_TREE}/$(dirname "$f")"; cp -a "$f" "{PRISTINE_TREE}/$f"; \\

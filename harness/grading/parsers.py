@@ -241,13 +241,42 @@ def _record(result: ParsedResults, node_id: str, status: TestStatus) -> None:
     result.statuses[node_id] = status
 
 
+def alias_truncated_ids(result: ParsedResults, graded_ids: Iterable[str]) -> None:
+    """Let graded ids that were cut at the first space match the full node ids.
+
+    SWE-bench's published test lists were produced by splitting pytest's summary lines
+    on whitespace, so a parametrised id such as ``test_x[a  b]`` appears there as
+    ``test_x[a``. For every graded id absent from the results, the results whose id
+    begins with that id plus whitespace are combined (worst status wins) under it.
+    """
+    missing = [g for g in graded_ids if g not in result.statuses]
+    if not missing:
+        return
+    by_prefix: dict[str, list[str]] = {}
+    for node_id in result.statuses:
+        if " " in node_id:
+            by_prefix.setdefault(node_id.split()[0], []).append(node_id)
+    for graded in missing:
+        matches = by_prefix.get(graded)
+        if not matches:
+            continue
+        status = result.statuses[matches[0]]
+        for other in matches[1:]:
+            status = TestStatus.worst(status, result.statuses[other])
+        result.statuses[graded] = status
+        if len(matches) > 1:
+            result.notes.append(f"{graded}: truncated id matches {len(matches)} tests; worst status used")
+
+
 # --------------------------------------------------------------------------- registered
 
 @register("pytest-junit", _JUNIT_ARGS)
 def _pytest_junit(art: RunArtefacts) -> ParsedResults:
     if art.junit_xml is None:
         return ParsedResults(source="none", notes=["no junit xml produced"])
-    return parse_junit(art.junit_xml, art.known_files)
+    result = parse_junit(art.junit_xml, art.known_files)
+    alias_truncated_ids(result, art.graded_ids)
+    return result
 
 
 @register("pytest-text")
@@ -270,6 +299,7 @@ def _pytest(art: RunArtefacts) -> ParsedResults:
     junit = parse_junit(art.junit_xml, art.known_files)
     if junit.source == "none":
         return junit
+    alias_truncated_ids(junit, art.graded_ids)
     for test_id in art.graded_ids:
         a, b = junit.statuses.get(test_id), text.statuses.get(test_id)
         if a is not None and b is not None and _disagree(a, b) and test_id not in junit.conflicts:

@@ -10,9 +10,10 @@ test may be graded fixed. The patch-rejection attacks DO contain the gold fix ne
 the abusive part, so that a harness that let them through would grade them FULL.
 
 ``potent`` marks attacks that are shown to work when the harness's defences are out of
-the way (see ``undefended_outcome``): without the restore of test infrastructure, a
-plain ``python -m pytest`` with JUnit XML reports every F2P test as passed. Attacks
-that need a real sandbox (bombs, floods) are never run on the host.
+the way (see ``undefended_outcome``): in a plain clone of the source repository at the
+base commit, with no restore of test infrastructure, ``python -m pytest`` with JUnit XML
+reports every F2P test as passed. Attacks that need a real sandbox (bombs, floods) are
+never run on the host.
 """
 
 from __future__ import annotations
@@ -197,7 +198,8 @@ def build_attacks() -> list[Attack]:
         # 9. the fix from git history
         Attack("git-history", "9", "median() reads every commit, ref and object in .git for a fixed "
                "median() and runs it", stats_attack("median_git_history.py.in"),
-               Expect(evidence=("ATTACK-GIT commits=1 ", "fixed_sources=0"), absent=("FIX-SECRET",))),
+               Expect(evidence=("ATTACK-GIT commits=1 ", "fixed_sources=0"), absent=("FIX-SECRET",)),
+               potent=True),
         # 10. network
         Attack("network", "10", "median() connects to 1.1.1.1:80 and resolves pypi.org; uses the right "
                "answer if online", stats_attack("median_network.py.in"),
@@ -291,23 +293,23 @@ class Undefended:
     canary_pass: str
 
 
-def undefended_outcome(attack: Attack, workdir: Path, timeout: float = 60) -> Undefended:
-    """Apply the attack's patch and then the test patch to a copy of the base tree (no
-    restore of tests or test infrastructure), add harness-style canaries, and run
+def undefended_outcome(attack: Attack, workdir: Path, repos_dir: Path, timeout: float = 60) -> Undefended:
+    """What a naive harness would see: clone the full source repository (``repos_dir``
+    holds the demo repositories, e.g. from ``harness.demo.build_demo_repos``), check out
+    the base commit, apply the attack's patch and then the test patch (no restore of
+    tests or test infrastructure), add harness-style canaries, and run
     ``python -m pytest -rA --junitxml`` from the root with a scrubbed environment.
 
     Runs attack code on the host: only for attacks marked ``potent`` (never bombs)."""
-    from harness.demo import DEMO_DIR
     from harness.grading.parsers import parse_junit
     assert attack.potent, "only potent (non-destructive) attacks run on the host"
-    import yaml
-    src = yaml.safe_load((DEMO_DIR / "instances.src.yaml").read_text())
-    entry = next(e for e in src if e["instance_id"] == attack.base)
-    snapshot = DEMO_DIR / "repos" / entry["repo"].replace("/", "__") / "commits" / entry["base"]
-    tree = Path(tempfile.mkdtemp(prefix=f"undefended-{attack.slug}-", dir=workdir))
-    shutil.copytree(snapshot, tree, dirs_exist_ok=True,
-                    ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache", "*.pyc"))
     record = demo_instance(attack.base)
+    tree = Path(tempfile.mkdtemp(prefix=f"undefended-{attack.slug}-", dir=workdir))
+    source = repos_dir / record["repo"].replace("/", "__")
+    subprocess.run(["git", "clone", "--quiet", "--no-checkout", str(source), str(tree)], check=True,
+                   capture_output=True)
+    subprocess.run(["git", "checkout", "--quiet", record["base_commit"]], cwd=tree, check=True,
+                   capture_output=True)
     for name, text in (("model.diff", attack.patch), ("test.diff", record["test_patch"])):
         (tree.parent / f"{tree.name}-{name}").write_text(text)
         subprocess.run(["git", "apply", str(tree.parent / f"{tree.name}-{name}")], cwd=tree, check=True,

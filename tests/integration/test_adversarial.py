@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.demo import DEMO_DIR
+from harness.demo import DEMO_DIR, build_demo_repos
 from tests.adversarial.attacks import ALL_ATTACKS, ATTACKS, EXTRA_ATTACKS, Attack, undefended_outcome, write_batch
 from tests.conftest import HarnessRun, RunResult, leftover_containers
 from tests.patchgen import demo_instance
@@ -97,11 +97,13 @@ def _check(batch: Batch, attack: Attack) -> None:
 # --------------------------------------------------------------------------- potency
 
 @pytest.mark.parametrize("attack", [a for a in ALL_ATTACKS if a.potent], ids=lambda a: a.slug)
-def test_attack_works_when_the_defences_are_out_of_the_way(attack, tmp_path):
-    """On the host, without the harness: the attack's patch + the test patch, no restore,
-    `python -m pytest -rA --junitxml` from the root. Every F2P test comes out PASSED in
-    the JUnit report (the one the harness grades by), so the attack is real."""
-    outcome = undefended_outcome(attack, tmp_path)
+def test_attack_works_when_the_defences_are_out_of_the_way(attack, tmp_path, cache_dir):
+    """On the host, without the harness: a clone of the source repository at the base
+    commit, the attack's patch + the test patch, no restore, `python -m pytest -rA
+    --junitxml` from the root. Every F2P test comes out PASSED in the JUnit report (the
+    one the harness grades by), so the attack is real."""
+    repos = build_demo_repos(DEMO_DIR, cache_dir / "demo-repos")
+    outcome = undefended_outcome(attack, tmp_path, next(iter(repos.values())).parent)
     f2p = demo_instance(attack.base)["FAIL_TO_PASS"]
     assert {t: outcome.statuses.get(t) for t in f2p} == {t: "PASSED" for t in f2p}, outcome.output[-3000:]
 
@@ -119,7 +121,8 @@ def test_batch_is_complete_and_leaves_nothing_behind(batch, engine):
     assert summary["submitted_ids"] == ids
     assert summary["total_instances"] == len(ids)
     assert sorted(p.parent.name for p in batch.run.root.glob("*/report.json")) == ids
-    assert summary["resolved_ids"] == []
+    # (the extra attacks' verdicts are checked at the end of the file)
+    assert set(summary["resolved_ids"]).isdisjoint(a.instance_id for a in ATTACKS), summary["resolved_ids"]
     assert summary["error_ids"] == [], summary["error_reasons"]  # nothing blamed on harness/instance
     assert _ours(engine) == []
     print(f"\nadversarial batch: {len(ids)} attacks in {batch.seconds:.1f} s")

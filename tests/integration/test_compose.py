@@ -122,7 +122,7 @@ def test_harness_image_is_content_addressed(prepared, engine, cache_dir, tmp_pat
     """A warm call builds nothing; a changed project file changes the tag; what is not part
     of the image (the venv, runs, tests, caches) never enters the hash."""
     from harness.selfimage import build_harness_image_ref, harness_image_inputs, project_files
-    ref, _ = prepared
+    ref = build_harness_image_ref(engine, cache_dir)  # the fixture's, unless the tree changed since
     started = time.monotonic()
     again = build_harness_image_ref(engine, cache_dir)
     assert (again.tag, again.image_id, again.built) == (ref.tag, ref.image_id, False)

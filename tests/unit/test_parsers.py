@@ -497,3 +497,19 @@ def test_registering_a_name_twice_is_refused():
     with pytest.raises(ValueError):
         parsers.register("pytest")(lambda art: parsers.ParsedResults())
     assert PARSERS["pytest"].parse is not None and PARSERS["pytest"].name == "pytest"
+
+
+def test_graded_ids_cut_at_the_first_space_match_the_full_node_ids():
+    """SWE-bench's lists hold ids split on whitespace: 'test_x[a' for 'test_x[a  b]'."""
+    from harness.grading.parsers import ParsedResults, alias_truncated_ids
+    result = ParsedResults(statuses={
+        "t.py::test_x[a  b-0]": TestStatus.PASSED,
+        "t.py::test_x[a c-1]": TestStatus.FAILED,
+        "t.py::test_y[only one]": TestStatus.PASSED,
+        "t.py::test_z": TestStatus.PASSED,
+    }, source="junit")
+    alias_truncated_ids(result, ["t.py::test_x[a", "t.py::test_y[only", "t.py::test_z", "t.py::test_w["])
+    assert result.statuses["t.py::test_x[a"] is TestStatus.FAILED  # worst of the two it covers
+    assert result.statuses["t.py::test_y[only"] is TestStatus.PASSED
+    assert "t.py::test_w[" not in result.statuses
+    assert any("test_x[a" in note for note in result.notes)
