@@ -36,29 +36,39 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"harness {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="grade predictions on an instance set")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--instance-ids", nargs="+", metavar="ID", help="only these instances")
+    common.add_argument("--repos-dir", type=Path, help="directory holding OWNER__NAME git repositories")
+    common.add_argument("--repo", action="append", type=_repo_override, default=[], metavar="OWNER/NAME=PATH",
+                        help="a local git repository for one repository (repeatable)")
+    common.add_argument("--specs", action="append", type=Path, default=[], metavar="DIR",
+                        help="extra environment spec directory (repeatable; overrides images/specs)")
+    common.add_argument("--timeout", type=int, help="test-run timeout in seconds (default: the spec's)")
+    common.add_argument("--output-dir", type=Path, default=Path(DEFAULT_OUTPUT_DIR))
+    common.add_argument("--cache-dir", type=Path,
+                        help="cache directory (default: $HARNESS_CACHE_DIR or ~/.cache/harness)")
+    common.add_argument("--max-workers", type=int, default=1)
+    common.add_argument("--no-clone", action="store_true", help="never clone a repository from its public URL")
+    common.add_argument("--force", action="store_true",
+                        help="re-evaluate every instance (default: reuse complete results for the same inputs)")
+    common.add_argument("--cache-level", choices=CACHE_LEVELS, default="instance",
+                        help="which images survive the run (none < base < env < instance; default instance)")
+    common.add_argument("--quiet", action="store_true", help="no progress display and no table")
+    common.add_argument("--verbose", action="store_true", help="log every event on stderr")
+
+    run = sub.add_parser("run", help="grade predictions on an instance set", parents=[common])
     run.add_argument("--instances", type=Path, help="instance set (JSON, JSONL or YAML); default: the demo set")
     run.add_argument("--predictions", help="'gold', 'empty' or a predictions file; default: the demo predictions")
     run.add_argument("--run-id", help="name of the run directory (default: derived from the model and time)")
-    run.add_argument("--instance-ids", nargs="+", metavar="ID", help="only these instances")
-    run.add_argument("--repos-dir", type=Path, help="directory holding OWNER__NAME git repositories")
-    run.add_argument("--repo", action="append", type=_repo_override, default=[], metavar="OWNER/NAME=PATH",
-                     help="a local git repository for one repository (repeatable)")
-    run.add_argument("--specs", action="append", type=Path, default=[], metavar="DIR",
-                     help="extra environment spec directory (repeatable; overrides images/specs)")
-    run.add_argument("--timeout", type=int, help="test-run timeout in seconds (default: the spec's)")
-    run.add_argument("--output-dir", type=Path, default=Path(DEFAULT_OUTPUT_DIR))
-    run.add_argument("--cache-dir", type=Path, help="cache directory (default: $HARNESS_CACHE_DIR or ~/.cache/harness)")
-    run.add_argument("--max-workers", type=int, default=1)
-    run.add_argument("--no-clone", action="store_true", help="never clone a repository from its public URL")
-    run.add_argument("--force", action="store_true",
-                     help="re-evaluate every instance (default: reuse complete results for the same inputs)")
     run.add_argument("--manifest", type=Path, help="re-run under a pinned manifest.json; refuse if inputs differ")
-    run.add_argument("--cache-level", choices=CACHE_LEVELS, default="instance",
-                     help="which images survive the run (none < base < env < instance; default instance)")
-    run.add_argument("--quiet", action="store_true", help="no progress display and no table")
-    run.add_argument("--verbose", action="store_true", help="log every event on stderr")
     run.set_defaults(func=cmd_run)
+
+    validate = sub.add_parser("validate", parents=[common],
+                              help="reference patch N times and empty patch once: a validity report")
+    validate.add_argument("--instances", type=Path, required=True)
+    validate.add_argument("--repeat", type=int, default=3, help="reference-patch repeats (default 3)")
+    validate.add_argument("--run-id", help="directory under --output-dir (default: validate-<instances file>)")
+    validate.set_defaults(func=cmd_validate)
 
     report = sub.add_parser("report", help="re-grade a run from its saved outputs (no containers)")
     report.add_argument("run_dir", type=Path)
@@ -100,6 +110,52 @@ def main(argv: list[str] | None = None) -> int:
 # ---------------------------------------------------------------------------- run
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from harness import demo
+    instances_path = (args.instances or demo.DEMO_DIR / "instances.jsonl").expanduser().resolve()
+    predictions_arg = args.predictions
+    if predictions_arg is None:
+        if args.instances is not None:
+            raise InputError("--predictions is required with --instances ('gold', 'empty' or a file)",
+                             field="--predictions")
+        predictions_arg = str(demo.DEMO_DIR / "predictions.jsonl")
+    run_id = args.run_id
+    if run_id is None and args.instances is None and args.predictions is None:
+        run_id = "demo"
+    execute_run(args, instances_path, predictions_arg, run_id, args.output_dir.expanduser().resolve(),
+                manifest=args.manifest)
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from harness.instances import load_instances
+    from harness.validity import instance_validity, render_markdown, validity_report
+    from harness.report import write_json_atomic, write_text_atomic
+    if args.repeat < 1:
+        raise InputError("must be at least 1", field="--repeat")
+    instances_path = args.instances.expanduser().resolve()
+    root = args.output_dir.expanduser().resolve() / (args.run_id or f"validate-{_slug(instances_path.stem)}")
+    gold_runs = []
+    for n in range(1, args.repeat + 1):
+        _, results, _ = execute_run(args, instances_path, "gold", f"gold-{n}", root, show=False)
+        gold_runs.append({r.instance_id: r.to_report() for r in results})
+    _, empty_results, _ = execute_run(args, instances_path, "empty", "empty", root, show=False)
+    empty = {r.instance_id: r.to_report() for r in empty_results}
+    rows = []
+    for inst in load_instances(instances_path, args.instance_ids).instances:
+        gold = [run[inst.instance_id] for run in gold_runs if inst.instance_id in run]
+        rows.append(instance_validity(inst.instance_id, inst.fail_to_pass, inst.pass_to_pass, gold,
+                                      empty.get(inst.instance_id)))
+    report = validity_report(rows, args.repeat)
+    write_json_atomic(root / "validity.json", report)
+    write_text_atomic(root / "validity.md", render_markdown(report))
+    print(render_markdown(report))
+    print(f"validity report: {root / 'validity.json'}")
+    return 0
+
+
+def execute_run(args: argparse.Namespace, instances_path: Path, predictions_arg: str, run_id: str | None,
+                output_dir: Path, manifest: Path | None = None, show: bool = True):
+    """Load, prepare, evaluate and write one run. Returns (summary, results, paths)."""
     from harness import demo, logs
     from harness.engine.client import connect
     from harness.evaluation import EvalConfig
@@ -111,22 +167,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from harness.runner import BatchRunner, Preparer, RunConfig, iter_tasks
     from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry
 
-    instances_path = (args.instances or demo.DEMO_DIR / "instances.jsonl").expanduser().resolve()
-    predictions_arg = args.predictions
-    if predictions_arg is None:
-        if args.instances is not None:
-            raise InputError("--predictions is required with --instances ('gold', 'empty' or a file)",
-                             field="--predictions")
-        predictions_arg = str(demo.DEMO_DIR / "predictions.jsonl")
-
     loaded = load_instances(instances_path, args.instance_ids)
     predictions = resolve_predictions(predictions_arg, loaded.instances)
     model = predictions.model_name_or_path
-    run_id = args.run_id or f"{_slug(model)}-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}"
-    if args.run_id is None and args.instances is None and args.predictions is None:
-        run_id = "demo"
+    run_id = run_id or f"{_slug(model)}-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}"
     cache_dir = (args.cache_dir.expanduser().resolve() if args.cache_dir else cache_root())
-    output_dir = args.output_dir.expanduser().resolve()
 
     from harness.paths import RunPaths
     paths = RunPaths.create(output_dir, run_id)
@@ -157,15 +202,15 @@ def cmd_run(args: argparse.Namespace) -> int:
                        eval=EvalConfig(timeout=args.timeout), max_workers=args.max_workers, force=args.force)
     progress = _Progress(len(tasks), enabled=not args.quiet and sys.stderr.isatty())
     runner = BatchRunner(config, client, Preparer(client, specs, resolver, cache_dir), progress=progress.update)
-    if args.manifest is not None:
+    if manifest is not None:
         from harness.manifest import differences, load_manifest
-        pinned = load_manifest(args.manifest)
+        pinned = load_manifest(manifest)
         diffs = differences(pinned, config.grading_key(), runner.preflight(tasks))
         if diffs:
             for line in diffs:
                 print(f"harness: pinned input changed: {line}", file=sys.stderr)
             raise InputError(f"{len(diffs)} input(s) differ from the pinned manifest; refusing to run",
-                             source=str(args.manifest), field="--manifest")
+                             source=str(manifest), field="--manifest")
     with progress:
         results = runner.run(tasks)
     from harness.manifest import build_manifest
@@ -188,10 +233,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     summary["instances_file"] = str(instances_path)
     summary["predictions"] = predictions_arg
     write_json_atomic(paths.summary, summary)
-    if not args.quiet:
+    if show and not args.quiet:
         _print_table(results, summary)
     print(f"run directory: {paths.root}")
-    return 0
+    return summary, results, paths
 
 
 def _slug(text: str) -> str:

@@ -19,10 +19,10 @@ copied (the Dockerfile is one of them), so a warm call finds the image and build
 nothing.
 
 Some things only the host can do (the container has no mmdebstrap and usually no route
-to the Debian archive or PyPI): :func:`prepare_offline` bootstraps the base images,
-fills the wheelhouses, builds the environment images and clones the repositories an
-instance set needs, into the cache the container mounts. Then the containerised harness
-grades that set without network::
+to the Debian archive or PyPI): :func:`prepare_offline` prepares every instance of a set
+as ``harness run`` would (clones, exports, base images, wheelhouses, environment and
+instance images), into the cache the container mounts and the engine it shares. Then the
+containerised harness grades that set without network::
 
     .venv/bin/python -m harness.selfimage            # build the image, prepare the demo set
     docker-compose run --rm harness run --instances /app/instances/demo/instances.jsonl \\
@@ -48,7 +48,7 @@ import docker
 from docker.errors import APIError
 
 from harness.engine.images import LABEL_PREFIX, ImageBuilder, ImageRef
-from harness.errors import ImageBuildError, InputError
+from harness.errors import HarnessError, ImageBuildError, InputError
 from harness.hashing import content_hash
 from harness.locks import file_lock
 from harness.wheelhouse import LockedWheelhouse, Wheelhouse
@@ -282,13 +282,16 @@ def _add_file(tar: tarfile.TarFile, name: str, path: Path, mode: int) -> None:
 # ---------------------------------------------------------------------------- offline preparation
 
 def prepare_offline(client: docker.DockerClient, cache_dir: Path, instances_file: Path,
-                    *, allow_clone: bool = True) -> list[str]:
-    """Make ``cache_dir`` hold what the containerised harness cannot fetch for an instance
-    set: base images (mmdebstrap), wheelhouses (PyPI), environment images, and clones of
-    the repositories that are not in the demo set. Idempotent and quick when warm.
+                    *, allow_clone: bool = True) -> tuple[list[str], dict[str, str]]:
+    """Make ``cache_dir`` (and the engine) hold what the containerised harness cannot fetch
+    for an instance set, by preparing every instance exactly as ``harness run`` does on
+    the host: clones (or the demo repositories), one-commit exports, base images
+    (mmdebstrap), wheelhouses (PyPI), environment and instance images. Idempotent; quick
+    when warm (every step is found by its content hash).
 
-    Returns one line per thing prepared (for a progress display). Raises InputError on an
-    unreadable instance file; a malformed record is skipped as ``harness run`` skips it.
+    Returns (one line per prepared instance, {instance id: error} for those that could not
+    be prepared). Raises InputError when the instance file as a whole is unreadable; a
+    malformed record is skipped as ``harness run`` skips it.
     """
     from harness import demo
     from harness.instances import load_instances
@@ -298,23 +301,22 @@ def prepare_offline(client: docker.DockerClient, cache_dir: Path, instances_file
 
     cache_dir = Path(cache_dir)
     loaded = load_instances(Path(instances_file))
-    specs = SpecRegistry.load(DEFAULT_SPECS_DIR)
-    resolver = RepoResolver(cache_dir, None, {}, allow_clone=allow_clone)
-    preparer = Preparer(client, specs, resolver, cache_dir)
+    overrides: dict[str, Path] = {}
+    if any(i.repo.startswith(demo.DEMO_OWNER + "/") for i in loaded.instances):
+        built = demo.build_demo_repos(demo.DEMO_DIR, cache_dir / "demo-repos")  # as cmd_run does
+        overrides.update(built)
+    preparer = Preparer(client, SpecRegistry.load(DEFAULT_SPECS_DIR),
+                        RepoResolver(cache_dir, None, overrides, allow_clone=allow_clone), cache_dir)
     done: list[str] = []
-    seen_specs: set[str] = set()
-    seen_repos: set[str] = set()
+    failed: dict[str, str] = {}
     for instance in loaded.instances:
-        spec = specs.get(instance.repo, instance.version)
-        key = content_hash(spec.environment_key())
-        if key not in seen_specs:
-            seen_specs.add(key)
-            env = preparer.environment(spec)
-            done.append(f"environment {env.tag} ({instance.repo} {instance.version})")
-        if instance.repo not in seen_repos and not instance.repo.startswith(demo.DEMO_OWNER + "/"):
-            seen_repos.add(instance.repo)
-            done.append(f"repository {instance.repo} at {resolver.path_for(instance.repo)}")
-    return done
+        try:
+            prepared = preparer.prepare(instance)
+        except HarnessError as exc:
+            failed[instance.instance_id] = f"{type(exc).__name__}: {exc}"
+            continue
+        done.append(f"{instance.instance_id}: environment {prepared.env_image.tag}, image {prepared.image.tag}")
+    return done, failed
 
 
 # ---------------------------------------------------------------------------- entry point
@@ -323,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m harness.selfimage``: build the image, prepare the cache, print the tag."""
     from harness.demo import DEMO_DIR
     from harness.engine.client import connect
-    from harness.errors import EngineUnavailable, HarnessError
+    from harness.errors import EngineUnavailable
     from harness.paths import cache_root
 
     parser = argparse.ArgumentParser(prog="python -m harness.selfimage", description=(
@@ -342,10 +344,15 @@ def main(argv: list[str] | None = None) -> int:
         ref = build_harness_image_ref(client, cache_dir)
         verb = f"built in {ref.build_seconds:.1f} s" if ref.built else "up to date"
         print(f"harness image {ref.tag} ({verb}), tagged {REPOSITORY}:latest", file=sys.stderr)
+        failures = 0
         if not args.no_prepare:
             for instances in args.prepare or [DEMO_DIR / "instances.jsonl"]:
-                for line in prepare_offline(client, cache_dir, instances.expanduser().resolve()):
+                done, failed = prepare_offline(client, cache_dir, instances.expanduser().resolve())
+                for line in done:
                     print(f"prepared {line}", file=sys.stderr)
+                for iid, error in failed.items():
+                    print(f"harness.selfimage: could not prepare {iid}: {error}", file=sys.stderr)
+                failures += len(failed)
         print(f"ready in {time.monotonic() - started:.1f} s; cache {cache_dir}", file=sys.stderr)
     except (InputError, EngineUnavailable) as exc:
         print(f"harness.selfimage: {exc}", file=sys.stderr)
@@ -357,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
             print(log[-4000:], file=sys.stderr)
         return 1
     print(ref.tag)
-    return 0
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -203,7 +202,7 @@ def build_attacks() -> list[Attack]:
         # 10. network
         Attack("network", "10", "median() connects to 1.1.1.1:80 and resolves pypi.org; uses the right "
                "answer if online", stats_attack("median_network.py.in"),
-               Expect(evidence=("ATTACK-NET connect=",), absent=("connected", "resolved"))),
+               Expect(evidence=("ATTACK-NET connect=", " resolve="), absent=("ATTACK-NET connected",))),
         # 11-13. resources
         Attack("fork-bomb", "11", "median() forks forever (bounded by the pids limit)",
                stats_attack("median_fork_bomb.py.in"), Expect(evidence=("ATTACK-FORK fork failed after",))),

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from harness.demo import DEMO_DIR
+from harness.hashing import content_hash
 from harness.instances import load_instances
 from tests.conftest import PROJECT_ROOT, leftover_containers
 
@@ -48,7 +49,8 @@ def prepared(engine, cache_dir):
     from harness.selfimage import build_harness_image_ref, prepare_offline
     started = time.monotonic()
     ref = build_harness_image_ref(engine, cache_dir)
-    environments = prepare_offline(engine, cache_dir, DEMO_DIR / "instances.jsonl")
+    environments, failed = prepare_offline(engine, cache_dir, DEMO_DIR / "instances.jsonl")
+    assert failed == {}
     print(f"\nharness image {ref.tag} {'built' if ref.built else 'found'}; "
           f"prepared in {time.monotonic() - started:.1f} s")
     return ref, environments
@@ -120,32 +122,43 @@ def test_compose_run_grades_the_demo_set_with_gold(flavour, prepared, engine, ca
 
 def test_harness_image_is_content_addressed(prepared, engine, cache_dir, tmp_path):
     """A warm call builds nothing; a changed project file changes the tag; what is not part
-    of the image (the venv, runs, tests, caches) never enters the hash."""
+    of the image (the venv, runs, tests, caches) never enters the hash. Works on copies of
+    the tree, so that edits made to the working tree meanwhile cannot race the checks."""
     from harness.selfimage import build_harness_image_ref, harness_image_inputs, project_files
-    ref = build_harness_image_ref(engine, cache_dir)  # the fixture's, unless the tree changed since
-    started = time.monotonic()
-    again = build_harness_image_ref(engine, cache_dir)
-    assert (again.tag, again.image_id, again.built) == (ref.tag, ref.image_id, False)
-    assert time.monotonic() - started < 30
-    assert engine.images.get("harness-app:latest").id == ref.image_id
-
     names = [f.relpath for f in project_files(PROJECT_ROOT)]
     assert "pyproject.toml" in names and "images/harness/Dockerfile" in names
     assert "instances/demo/instances.jsonl" in names
     assert not [n for n in names if n.split("/")[0] in (".venv", "runs", "tests", ".git")
                 or "__pycache__" in n or n.endswith(".pyc")]
 
-    copy = tmp_path / "project"
-    for name in names:
-        (copy / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(PROJECT_ROOT / name, copy / name)
-    (copy / "harness" / "__pycache__").mkdir(exist_ok=True)
-    (copy / "harness" / "__pycache__" / "junk.cpython-311.pyc").write_bytes(b"junk")
-    (copy / "tests").mkdir()
-    (copy / "tests" / "test_x.py").write_text("x = 1\n")
-    same, _ = harness_image_inputs(engine, cache_dir, copy)
-    assert same == harness_image_inputs(engine, cache_dir, PROJECT_ROOT)[0]
-    (copy / "harness" / "cli.py").write_text((copy / "harness" / "cli.py").read_text() + "\n# changed\n")
-    changed, _ = harness_image_inputs(engine, cache_dir, copy)
+    def copy_tree(dest: Path) -> Path:
+        for name in names:
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(PROJECT_ROOT / name, dest / name)
+        return dest
+
+    clean = copy_tree(tmp_path / "clean")
+    ref = build_harness_image_ref(engine, cache_dir, project_root=clean)  # the fixture's image in CI
+    started = time.monotonic()
+    again = build_harness_image_ref(engine, cache_dir, project_root=clean)
+    assert (again.tag, again.image_id, again.built) == (ref.tag, ref.image_id, False)
+    assert time.monotonic() - started < 10
+    assert engine.images.get("harness-app:latest").id == ref.image_id
+
+    junk = tmp_path / "junk"
+    shutil.copytree(clean, junk)
+    (junk / "harness" / "__pycache__").mkdir(exist_ok=True)
+    (junk / "harness" / "__pycache__" / "junk.cpython-311.pyc").write_bytes(b"junk")
+    (junk / "tests").mkdir()
+    (junk / "tests" / "test_x.py").write_text("x = 1\n")
+    (junk / ".venv").mkdir()
+    (junk / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (junk / "runs" / "r").mkdir(parents=True)
+    (junk / "runs" / "r" / "summary.json").write_text("{}\n")
+    same, _ = harness_image_inputs(engine, cache_dir, junk)
+    assert content_hash(same) == again.inputs_hash
+
+    (junk / "harness" / "cli.py").write_text((junk / "harness" / "cli.py").read_text() + "\n# changed\n")
+    changed, _ = harness_image_inputs(engine, cache_dir, junk)
     assert changed["project"] != same["project"]
     assert {k: v for k, v in changed.items() if k != "project"} == {k: v for k, v in same.items() if k != "project"}

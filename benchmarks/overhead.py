@@ -1,0 +1,335 @@
+"""Overhead against the limit: the harness's wall time per instance vs the bare test command.
+
+For each instance (warm images), interleaved and repeated:
+
+* **harness**: ``harness run --instance-ids ID --force`` in a subprocess; the per-instance
+  wall time is report.json ``timings.wall`` (image lookup + evaluation, excluding process
+  start-up), the process wall time is reported beside it;
+* **bare**: the *same* test argv the harness ran (report.json ``commands``, phase
+  ``tests``; built by ``build_test_command``), wrapped in the same ``env -i`` environment,
+  executed with the Docker SDK (``exec_run``) in an already-started container of the same
+  instance image, with the same limits (user 1000, no network, read-only root, 1 CPU,
+  tmpfs /testbed), in which the tree was copied to /testbed, the model patch and the test
+  patch applied and the canary file written beforehand (untimed).
+
+Order alternates every round (harness first, then bare first), and instances are visited
+forwards then backwards, so drift in machine load hits both sides alike.
+
+    .venv/bin/python benchmarks/overhead.py [--rounds 5] [--slow-seconds 5.5] [--out FILE]
+    .venv/bin/python benchmarks/overhead.py --instances X.jsonl --predictions gold \
+        --repos-dir DIR [--specs DIR] [--instance-ids ID ...]      # e.g. real SWE-bench instances
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import re
+import shlex
+import shutil
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common as C  # noqa: E402
+
+PHASES = ["start", "apply_patch", "restore_tests", "apply_test_patch", "reinstall", "tests", "copy_out",
+          "grade", "cleanup", "validate"]
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--instances", type=Path, help="instance set (default: the demo set + a synthetic slow instance)")
+    p.add_argument("--predictions", default="gold", help="'gold', 'empty' or a predictions file (default gold)")
+    p.add_argument("--instance-ids", nargs="+")
+    p.add_argument("--repos-dir", type=Path)
+    p.add_argument("--repo", action="append", default=[], metavar="OWNER/NAME=PATH")
+    p.add_argument("--specs", action="append", default=[], type=Path)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--slow-seconds", type=float, default=5.5,
+                   help="add a demo instance whose tests sleep this long (0: none; demo set only)")
+    p.add_argument("--cache-dir", type=Path, default=C.DEFAULT_CACHE)
+    p.add_argument("--runs-dir", type=Path, help="where run directories go (default: a temp dir, removed)")
+    p.add_argument("--out", type=Path, help="raw JSON (default benchmarks/results/overhead.json)")
+    return p.parse_args(argv)
+
+
+# ----------------------------------------------------------------------------- the bare side
+
+def _tar(files: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        dirs = sorted({"/".join(rel.split("/")[:i]) for rel in files for i in range(1, rel.count("/") + 1)})
+        for d in dirs:
+            info = tarfile.TarInfo(d)
+            info.type, info.mode, info.uid, info.gid = tarfile.DIRTYPE, 0o755, 1000, 1000
+            tar.addfile(info)
+        for rel, data in files.items():
+            info = tarfile.TarInfo(rel)
+            info.size, info.mode, info.uid, info.gid, info.mtime = len(data), 0o644, 1000, 1000, int(time.time())
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+class BareContainer:
+    """An already-started container of the instance image, set up to the state in which the
+    harness runs the tests; ``run()`` times only the test command."""
+
+    def __init__(self, client, image: str, spec, instance, model_patch: str | None, tests_argv: list[str]):
+        from harness.engine.images import PRISTINE_TREE
+        from harness.engine.sandbox import Limits
+        from harness.evaluation import Canary, env_argv, scrubbed_env
+        from harness.patches import patch_files
+
+        self.env_argv, self.env = env_argv, scrubbed_env(spec)
+        self.tests_argv = tests_argv
+        from docker.types import Mount
+        lim = Limits()
+        # tmpfs *volumes*, as the harness uses: the archive API refuses plain tmpfs mounts on a
+        # read-only root filesystem.
+        self.client, self.volumes, mounts = client, [], []
+        for target, size in (("/testbed", lim.testbed_size), ("/harness", lim.io_size)):
+            vol = client.volumes.create(driver="local", labels={"org.harness-bench": "overhead"}, driver_opts={
+                "type": "tmpfs", "device": "tmpfs", "o": f"size={size},uid=1000,gid=1000,mode=0755,nosuid,nodev"})
+            self.volumes.append(vol)
+            mounts.append(Mount(target=target, source=vol.name, type="volume"))
+        self.container = client.containers.create(
+            image, command=["sleep", "infinity"], user="1000:1000", network_mode="none", cap_drop=["ALL"],
+            security_opt=["no-new-privileges"], pids_limit=lim.pids, mem_limit=lim.memory,
+            memswap_limit=lim.memory, nano_cpus=int(lim.cpus * 1e9), read_only=True,
+            mounts=mounts, tmpfs={"/tmp": f"size={lim.tmp_size},mode=1777,nosuid,nodev"},
+            working_dir="/testbed", environment={"HOME": "/tmp"}, labels={"org.harness-bench": "overhead"})
+        self.container.start()
+        self._sh(f"cp -a {PRISTINE_TREE}/. /testbed/")
+        files = {"in/test.diff": instance.test_patch.encode()}
+        if model_patch:
+            files["in/model.diff"] = model_patch.encode("utf-8", "surrogateescape")
+        self.container.put_archive("/harness", _tar(files))
+        if model_patch:
+            for argv in (["git", "apply", "--whitespace=nowarn", "/harness/in/model.diff"],
+                         ["git", "apply", "--3way", "--whitespace=nowarn", "/harness/in/model.diff"],
+                         ["patch", "--batch", "--forward", "--fuzz=5", "-p1", "-i", "/harness/in/model.diff"]):
+                if self._exec(argv)[0] == 0:
+                    break
+                self._sh(f"find /testbed -mindepth 1 -delete && cp -a {PRISTINE_TREE}/. /testbed/")
+        for path in patch_files(instance.test_patch).all:  # pristine test files (as the harness restores)
+            q = shlex.quote(path)
+            self._sh(f"rm -rf -- {q}; git checkout -q HEAD -- {q} 2>/dev/null; true")
+        code, out = self._exec(["git", "apply", "/harness/in/test.diff"])
+        if code != 0:
+            raise RuntimeError(f"bare setup: test patch does not apply: {out[-500:]}")
+        if spec.reinstall_after_patch:
+            self._exec(["/bin/bash", "-c", spec.reinstall])
+        command = tests_argv[-1]
+        junit = re.search(r"--junitxml=(\S+)", command)
+        if junit:
+            self._exec(["/bin/mkdir", "-p", str(Path(shlex.split(junit.group(1))[0]).parent)])
+        canary = re.search(r"(\S*test_zz_canary_([0-9a-f]+)\.py)", command)
+        if canary:
+            c = Canary(shlex.split(canary.group(1))[0], canary.group(2))
+            self.container.put_archive("/testbed", _tar({c.path: c.source()}))
+
+    def _exec(self, argv: list[str]) -> tuple[int, str]:
+        res = self.container.exec_run(self.env_argv(self.env, argv), workdir="/testbed")
+        return res.exit_code, res.output.decode(errors="replace")
+
+    def _sh(self, script: str) -> None:
+        code, out = self._exec(["/bin/sh", "-c", script])
+        if code != 0:
+            raise RuntimeError(f"bare setup failed: {script}: {out[-500:]}")
+
+    def run(self) -> tuple[float, int, str]:
+        argv = self.env_argv(self.env, self.tests_argv)
+        started = time.monotonic()
+        res = self.container.exec_run(argv, workdir="/testbed")
+        elapsed = time.monotonic() - started
+        return elapsed, res.exit_code, res.output.decode(errors="replace")
+
+    def close(self) -> None:
+        try:
+            self.container.remove(force=True, v=True)
+        except Exception:
+            pass
+        for vol in self.volumes:
+            try:
+                vol.remove(force=True)
+            except Exception:
+                pass
+
+
+def summary_line(output: str) -> str:
+    """pytest's last line without the duration, to check both sides ran the same tests."""
+    lines = [l for l in output.strip().splitlines() if l.strip()]
+    last = lines[-1] if lines else ""
+    return re.sub(r"\s+in [0-9.]+s.*$", "", last).strip("= ")
+
+
+# ----------------------------------------------------------------------------- decomposition
+
+def decompose(report: dict) -> dict[str, float]:
+    """Split one report's wall time into where it went (seconds)."""
+    t = report["timings"]
+    cmds = report["commands"]
+    tests_cmd = sum(c["duration"] for c in cmds if c["phase"] == "tests")
+    other_exec = sum(c["duration"] for c in cmds if c["phase"] != "tests")
+    total, wall = t.get("total", 0.0), t.get("wall", 0.0)
+    recorded = sum(t.get(k, 0.0) for k in PHASES)
+    return {
+        "wall": wall,
+        "tests_cmd": tests_cmd,                                 # the test exec as the harness saw it
+        "container_lifecycle": t.get("start", 0.0) + t.get("cleanup", 0.0),
+        "setup_execs": other_exec,                               # reset, mkdir, history, git apply x2-3, rm
+        "archive_and_host": total - tests_cmd - other_exec - t.get("start", 0.0) - t.get("cleanup", 0.0),
+        "image_lookup": wall - total,                            # runner: spec, repo, export, image lookup
+        "unrecorded_in_timings": total - recorded,               # evaluator phases missing from timings
+        "execs": len(cmds),
+    }
+
+
+# ----------------------------------------------------------------------------- main
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    machine = C.machine_info()
+    runs_dir = args.runs_dir or Path(tempfile.mkdtemp(prefix="harness-bench-overhead-"))
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    common = dict(cache_dir=args.cache_dir, repos_dir=args.repos_dir, repos=args.repo, specs=args.specs)
+
+    if args.instances is None:
+        records = C.demo_records()
+        if args.slow_seconds > 0:
+            records.append(C.slow_instance(args.slow_seconds))
+        instances_path = C.write_jsonl(runs_dir / "instances.jsonl", records)
+    else:
+        instances_path = args.instances.resolve()
+
+    from harness.instances import load_instances
+    from harness.predictions import resolve_predictions
+    from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry
+    loaded = load_instances(instances_path, args.instance_ids)
+    instances = {i.instance_id: i for i in loaded.instances}
+    preds = {p.instance_id: p for p in resolve_predictions(args.predictions, loaded.instances).predictions}
+    ids = [i for i in instances if i in preds]
+    specs = SpecRegistry.load(DEFAULT_SPECS_DIR, *args.specs)
+
+    # Warm-up: builds whatever is missing and gives each instance's image and test argv.
+    print(f"warm-up run of {len(ids)} instances ...", file=sys.stderr)
+    warm = C.run_cli(C.harness_args(instances=instances_path, predictions=args.predictions, run_id="warmup",
+                                    output_dir=runs_dir, extra=["--force", "--instance-ids", *ids], **common))
+    if warm.returncode != 0:
+        print(warm.stderr, file=sys.stderr)
+        return 1
+    warm_reports = C.read_reports(runs_dir / "warmup")
+
+    import docker
+    client = docker.from_env(timeout=600)
+    bare: dict[str, BareContainer] = {}
+    try:
+        for iid in ids:
+            rep = warm_reports[iid]
+            tests = [c for c in rep["commands"] if c["phase"] == "tests"]
+            if not tests:
+                print(f"skipping {iid}: the harness ran no tests ({rep['status']} {rep['error_reason']})",
+                      file=sys.stderr)
+                continue
+            inst = instances[iid]
+            bare[iid] = BareContainer(client, rep["image"]["tag"], specs.get(inst.repo, inst.version), inst,
+                                      preds[iid].model_patch, tests[0]["argv"])
+        ids = [i for i in ids if i in bare]
+
+        samples: dict[str, dict[str, list]] = {i: {"harness": [], "bare": []} for i in ids}
+        for rnd in range(args.rounds):
+            order = ids if rnd % 2 == 0 else list(reversed(ids))
+            for iid in order:
+                sides = ["harness", "bare"] if rnd % 2 == 0 else ["bare", "harness"]
+                for side in sides:
+                    if side == "bare":
+                        seconds, code, output = bare[iid].run()
+                        samples[iid]["bare"].append({"seconds": seconds, "exit_code": code,
+                                                     "summary": summary_line(output)})
+                    else:
+                        run = C.run_cli(C.harness_args(instances=instances_path, predictions=args.predictions,
+                                                       run_id=f"round-{rnd}", output_dir=runs_dir,
+                                                       extra=["--force", "--instance-ids", iid], **common))
+                        rep = C.read_reports(runs_dir / f"round-{rnd}")[iid]
+                        tests = next((c for c in rep["commands"] if c["phase"] == "tests"), None)
+                        samples[iid]["harness"].append({
+                            "cli_seconds": run.elapsed, "returncode": run.returncode, "status": rep["status"],
+                            "timings": rep["timings"], "decomposition": decompose(rep),
+                            "test_exit_code": rep["test_exit_code"],
+                            "summary": summary_line(tests["output_tail"]) if tests else ""})
+            print(f"round {rnd + 1}/{args.rounds} done", file=sys.stderr)
+    finally:
+        for b in bare.values():
+            b.close()
+        client.close()
+
+    # ------------------------------------------------------------------ aggregate
+    rows, phase_rows, decomp_rows, per_instance = [], [], [], {}
+    for iid in ids:
+        h, b = samples[iid]["harness"], samples[iid]["bare"]
+        walls = [s["timings"]["wall"] for s in h]
+        bares = [s["seconds"] for s in b]
+        paired = [hw - bw for hw, bw in zip(walls, bares)]
+        ratios = [hw / bw for hw, bw in zip(walls, bares)]
+        same_tests = all(s["summary"] == b[0]["summary"] for s in h) and all(s["summary"] == b[0]["summary"] for s in b)
+        med_wall, med_bare = C.median(walls), C.median(bares)
+        agg = {
+            "median_harness_wall": med_wall, "median_bare": med_bare, "ratio_of_medians": med_wall / med_bare,
+            "median_paired_ratio": C.median(ratios), "median_paired_overhead": C.median(paired),
+            "median_cli_seconds": C.median(s["cli_seconds"] for s in h),
+            "statuses": sorted({s["status"] for s in h}), "same_tests_ran": same_tests,
+            "bare_summary": b[0]["summary"], "harness_summary": h[0]["summary"],
+            "phases": {k: C.median(s["timings"].get(k, 0.0) for s in h) for k in [*PHASES, "total", "wall"]},
+            "decomposition": {k: C.median(s["decomposition"][k] for s in h)
+                              for k in h[0]["decomposition"]},
+        }
+        per_instance[iid] = agg
+        rows.append([iid, C.fmt(med_bare), C.fmt(med_wall), C.fmt(agg["ratio_of_medians"]),
+                     C.fmt(agg["median_paired_overhead"]), C.fmt(agg["median_cli_seconds"]),
+                     "/".join(agg["statuses"]), "yes" if same_tests else "NO"])
+        ph = agg["phases"]
+        phase_rows.append([iid, *(C.fmt(ph[k], 3) for k in ["start", "apply_patch", "restore_tests",
+                                                           "apply_test_patch", "tests", "copy_out", "grade",
+                                                           "cleanup"]),
+                           C.fmt(ph["total"] - sum(ph[k] for k in PHASES), 3),
+                           C.fmt(ph["wall"] - ph["total"], 3), C.fmt(ph["wall"], 3)])
+        d = agg["decomposition"]
+        decomp_rows.append([iid, C.fmt(agg["median_paired_overhead"], 3), C.fmt(d["container_lifecycle"], 3),
+                            f"{C.fmt(d['setup_execs'], 3)} ({int(d['execs']) - 1} execs)",
+                            C.fmt(d["archive_and_host"], 3), C.fmt(d["image_lookup"], 3),
+                            C.fmt(d["tests_cmd"] - agg["median_bare"], 3)])
+
+    md = [C.header(f"Overhead against the bare test command ({args.rounds} rounds, interleaved)", machine),
+          C.markdown_table(["instance", "bare test cmd (s)", "harness wall (s)", "ratio", "overhead (s)",
+                            "CLI process, 1 instance (s)", "status", "same tests"], rows),
+          "\nMedians over rounds. *harness wall* = report.json `timings.wall`; *overhead* = median of the "
+          "per-round differences; *CLI process* = wall time of the whole `harness run --instance-ids ID` "
+          "process (interpreter start-up, imports, summary included).\n",
+          "### Harness phases (median s, report.json `timings`)\n",
+          C.markdown_table(["instance", "start", "apply_patch", "restore_tests", "apply_test_patch", "tests",
+                            "copy_out", "grade", "cleanup", "not in timings¹", "image lookup²", "wall"],
+                           phase_rows),
+          "\n¹ `timings.total` minus the recorded evaluator phases: uploading the patches, resetting "
+          "/testbed, `mkdir`, the history check (the evaluator's own `prepare` phase is overwritten by the "
+          "runner's key of the same name). ² `wall − total`: the runner's preparation (spec, repository, "
+          "export, image look-ups).\n",
+          "### Where the overhead goes (median s)\n",
+          C.markdown_table(["instance", "overhead", "container create+start+remove", "setup docker execs",
+                            "archive API + host work", "image lookup", "tests exec − bare"], decomp_rows)]
+    text = "\n".join(md)
+    print(text)
+    out = C.write_results("overhead", {"machine": machine, "command": C.command_line(), "rounds": args.rounds,
+                                       "instances_file": str(instances_path), "per_instance": per_instance,
+                                       "samples": samples, "markdown": text}, args.out)
+    print(f"\nraw results: {out}", file=sys.stderr)
+    if args.runs_dir is None:
+        shutil.rmtree(runs_dir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
