@@ -75,3 +75,16 @@ def test_report_carries_swebench_keys_and_provenance(harness_run):
                 "unresolved_ids", "error_ids", "empty_patch_ids", "schema_version", "invalid_ids",
                 "error_reasons"):
         assert key in summary, key
+
+
+def test_validate_reports_every_demo_instance_valid(tmp_path, cache_dir, engine, capsys):
+    from harness.cli import main
+    code = main(["validate", "--instances", INSTANCES, "--repeat", "2", "--output-dir", str(tmp_path),
+                 "--cache-dir", str(cache_dir), "--quiet", "--run-id", "v"])
+    assert code == 0
+    report = json.loads((tmp_path / "v" / "validity.json").read_text())
+    assert report["instances_validated"] == len(EXPECTED["gold"])
+    assert report["valid_instances"] == report["instances_validated"]
+    for row in report["instances"].values():
+        assert row["reference_statuses"] == ["FULL", "FULL"] and row["empty_status"] == "NO"
+    assert (tmp_path / "v" / "validity.md").read_text().startswith("# Validity report")

@@ -1,0 +1,58 @@
+"""The validity report from control runs (pure)."""
+
+from harness.validity import instance_validity, validity_report
+
+
+def _report(status, f2p_ok=(), f2p_bad=(), p2p_ok=(), p2p_bad=(), resolved=None, reason=None):
+    return {"status": status, "resolved": status == "FULL" if resolved is None else resolved,
+            "error_reason": reason,
+            "tests_status": {"FAIL_TO_PASS": {"success": list(f2p_ok), "failure": list(f2p_bad)},
+                             "PASS_TO_PASS": {"success": list(p2p_ok), "failure": list(p2p_bad)}}}
+
+
+F2P, P2P = ["a", "b"], ["c", "d"]
+
+
+def test_a_sound_instance_is_valid():
+    gold = [_report("FULL", F2P, (), P2P)] * 3
+    row = instance_validity("x", F2P, P2P, gold, _report("NO", (), F2P, P2P))
+    assert row["reference_full"] and row["valid"] and row["reasons"] == []
+
+
+def test_f2p_tests_passing_without_the_fix_are_named():
+    gold = [_report("FULL", F2P, (), P2P)]
+    empty = _report("PARTIAL", ["a"], ["b"], P2P)
+    row = instance_validity("x", F2P, P2P, gold, empty)
+    assert row["f2p_pass_without_fix"] == ["a"]
+    assert any("a is in FAIL_TO_PASS but passes without the fix" in r for r in row["reasons"])
+    assert row["valid"]  # still a usable instance: the other F2P test detects the bug
+
+
+def test_an_instance_the_empty_patch_resolves_is_not_valid():
+    row = instance_validity("x", F2P, P2P, [_report("FULL", F2P, (), P2P)], _report("FULL", F2P, (), P2P))
+    assert row["empty_resolved"] and not row["valid"]
+    assert sorted(row["f2p_pass_without_fix"]) == F2P
+
+
+def test_flaky_tests_and_p2p_failures_with_the_reference_are_reported():
+    gold = [_report("FULL", F2P, (), P2P), _report("NO", F2P, (), ["c"], ["d"]), _report("FULL", F2P, (), P2P)]
+    row = instance_validity("x", F2P, P2P, gold, _report("NO", (), F2P, P2P))
+    assert row["flaky_tests"] == ["d"]
+    assert row["p2p_fail_with_reference"] == ["d"]
+    assert not row["reference_full"] and not row["valid"]
+    assert row["reference_statuses"] == ["FULL", "NO", "FULL"]
+
+
+def test_invalid_repeats_are_not_counted_as_flips_and_say_why():
+    gold = [_report("FULL", F2P, (), P2P), _report("INVALID", (), F2P, (), P2P, reason="timeout")]
+    row = instance_validity("x", F2P, P2P, gold, None)
+    assert row["flaky_tests"] == []
+    assert any("repeat 2 is INVALID: timeout" in r for r in row["reasons"])
+
+
+def test_set_counts_use_the_validated_instances_as_denominator():
+    rows = [instance_validity("x", F2P, P2P, [_report("FULL", F2P, (), P2P)], _report("NO", (), F2P, P2P)),
+            instance_validity("y", F2P, P2P, [_report("NO", (), F2P, P2P)], _report("NO", (), F2P, P2P))]
+    report = validity_report(rows, repeats=1)
+    assert report["instances_validated"] == 2
+    assert report["reference_full_in_every_repeat"] == 1 and report["valid_instances"] == 1
