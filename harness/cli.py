@@ -335,17 +335,21 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             start_engine()
         except EngineUnavailable as exc:
             problems.append(str(exc))
+    engine_ok = False
     try:
         client = connect(timeout=10)
         info = client.version()
+        engine_ok = True
         print(f"engine: Docker {info.get('Version')} (API {info.get('ApiVersion')})")
     except EngineUnavailable as exc:
         problems.append(str(exc))
-    for tool, package in (("mmdebstrap", "mmdebstrap"), ("git", "git"), ("dockerd", "docker.io")):
+    for tool, package, needed in (("mmdebstrap", "mmdebstrap", "to bootstrap base images"),
+                                  ("git", "git", "to export repositories"),
+                                  ("dockerd", "docker.io", "to start an engine")):
         found = shutil.which(tool)
         print(f"{tool}: {found or 'missing'}")
-        if not found:
-            problems.append(f"{tool} is missing: apt-get install {package}")
+        if not found and not (tool == "dockerd" and engine_ok):
+            problems.append(f"{tool} is missing ({needed}): apt-get install {package}")
     for label, path in (("cache", cache_root()), ("docker data", Path("/var/lib/docker"))):
         probe = path if path.exists() else Path(os.path.expanduser("~"))
         free = shutil.disk_usage(probe).free / 1024**3

@@ -111,7 +111,9 @@ def env_argv(env: dict[str, str], argv: list[str]) -> list[str]:
 
 
 def test_files_of(test_patch: PatchFiles) -> list[str]:
-    return [p for p in (*test_patch.modified, *test_patch.created)]
+    """The test files to run: Python files the test patch modifies or creates (data files
+    it touches, such as a .toml fixture, are not test modules and would make pytest stop)."""
+    return [p for p in (*test_patch.modified, *test_patch.created) if p.endswith(".py")]
 
 
 def build_test_command(spec: EnvSpec, test_files: list[str], junit_path: str) -> str:

@@ -10,6 +10,7 @@ tasks over machines would implement the same protocol) and grading never depends
 from __future__ import annotations
 
 import concurrent.futures
+import re
 import json
 import threading
 import time
@@ -129,6 +130,11 @@ class Preparer:
         """The environment image: the spec's pins, plus (``install_requires_from_tree``)
         the project's own install and build requirements read from the exported tree."""
         requirements = list(spec.requirements)
+        # Installs run offline with --no-build-isolation: an old pip (bullseye's 20.3)
+        # cannot do that for pyproject projects, so current installer tools come along
+        # unless the spec pins them.
+        named = {re.split(r"[<>=!~ \[;]", r, maxsplit=1)[0].lower() for r in requirements}
+        requirements += [tool for tool in ("pip", "setuptools", "wheel") if tool not in named]
         if tree is not None:
             requirements += [r for r in build_requirements(tree) if r not in requirements]
         house = self.wheelhouse.ensure(spec.python, requirements, build_sdists=self._build_sdists,
