@@ -232,7 +232,7 @@ def slow_instance(seconds: float, base_id: str = "harness-demo__calcly-1") -> di
     """A demo record whose test patch also creates a passing test that sleeps ``seconds``
     (so the test command takes ~seconds + the demo's own ~0.3 s)."""
     record = dict(next(r for r in demo_records() if r["instance_id"] == base_id))
-    record["instance_id"] = f"{base_id}-slow{int(round(seconds))}s"
+    record["instance_id"] = f"{base_id}-slow{seconds:g}s"
     slow = (f"import time\n\n\ndef test_slow_suite():\n    time.sleep({seconds!r})\n")
     record["test_patch"] = record["test_patch"] + new_file_diff("tests/test_slow_suite.py", slow)
     record["PASS_TO_PASS"] = [*record["PASS_TO_PASS"], "tests/test_slow_suite.py::test_slow_suite"]
@@ -281,7 +281,16 @@ def fmt(value: float, digits: int = 2) -> str:
 
 
 def markdown_table(headers: list[str], rows: list[list]) -> str:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---:" if i else "---" for i in range(len(headers))) + "|"]
+    def numeric(col: int) -> bool:
+        cells = [str(r[col]).split(" ")[0].replace(",", "") for r in rows if col < len(r)]
+        try:
+            [float(c) for c in cells if c not in ("–", "")]
+            return bool(cells)
+        except ValueError:
+            return False
+
+    lines = ["| " + " | ".join(headers) + " |",
+             "|" + "|".join("---:" if numeric(i) else "---" for i in range(len(headers))) + "|"]
     for row in rows:
         lines.append("| " + " | ".join(str(c) for c in row) + " |")
     return "\n".join(lines)

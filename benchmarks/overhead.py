@@ -102,7 +102,17 @@ class BareContainer:
             memswap_limit=lim.memory, nano_cpus=int(lim.cpus * 1e9), read_only=True,
             mounts=mounts, tmpfs={"/tmp": f"size={lim.tmp_size},mode=1777,nosuid,nodev"},
             working_dir="/testbed", environment={"HOME": "/tmp"}, labels={"org.harness-bench": "overhead"})
-        self.container.start()
+        try:
+            self.container.start()
+            self._setup(instance, spec, model_patch, tests_argv)
+        except BaseException:
+            self.close()
+            raise
+
+    def _setup(self, instance, spec, model_patch: str | None, tests_argv: list[str]) -> None:
+        from harness.engine.images import PRISTINE_TREE
+        from harness.evaluation import Canary
+        from harness.patches import patch_files
         self._sh(f"cp -a {PRISTINE_TREE}/. /testbed/")
         files = {"in/test.diff": instance.test_patch.encode()}
         if model_patch:
@@ -249,6 +259,7 @@ def main(argv=None) -> int:
                     if side == "bare":
                         seconds, code, output = bare[iid].run()
                         samples[iid]["bare"].append({"seconds": seconds, "exit_code": code,
+                                                     "loadavg_1m": C.os.getloadavg()[0],
                                                      "summary": summary_line(output)})
                     else:
                         run = C.run_cli(C.harness_args(instances=instances_path, predictions=args.predictions,
@@ -258,6 +269,7 @@ def main(argv=None) -> int:
                         tests = next((c for c in rep["commands"] if c["phase"] == "tests"), None)
                         samples[iid]["harness"].append({
                             "cli_seconds": run.elapsed, "returncode": run.returncode, "status": rep["status"],
+                            "loadavg_1m": C.os.getloadavg()[0],
                             "timings": rep["timings"], "decomposition": decompose(rep),
                             "test_exit_code": rep["test_exit_code"],
                             "summary": summary_line(tests["output_tail"]) if tests else ""})

@@ -20,6 +20,7 @@ Nothing here talks to Docker directly: it sees a :class:`~harness.engine.sandbox
 
 from __future__ import annotations
 
+import re
 import secrets
 import shlex
 import time
@@ -42,8 +43,16 @@ from harness.specs import EnvSpec
 
 #: Files that steer the test runner; a model patch may not change them (restored from
 #: the pristine copy before the test patch is applied).
-TEST_INFRA_PATTERNS = ("conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml",
-                       "noxfile.py", "sitecustomize.py", "usercustomize.py", "*.pth")
+TEST_INFRA_PATTERNS = ("conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini",
+                       "setup.cfg", "pyproject.toml", "noxfile.py", "sitecustomize.py", "usercustomize.py",
+                       "*.pth")
+#: Added lines that reach into the test runner from the code under test (a plugin
+#: registered from library code, forged reports, a hard exit). A fix to a library has no
+#: business doing this; specs of test-runner projects turn the check off.
+RUNNER_INTERNALS = re.compile(
+    r"\b_pytest\b|pluginmanager|hookimpl|pytest_runtest_|pytest_collection|pytest_configure|"
+    r"pytest_sessionfinish|pytest_terminal_summary|pytest_report|gc\.get_objects|junitxml|os\._exit|"
+    r"sys\.__stdout__|sys\.stdout\s*=|sys\.modules\[\s*['\"]_?pytest")
 #: Top-level names in the repository that would shadow the runner itself.
 ROOT_SHADOW_NAMES = frozenset({"pytest.py", "py.py", "_pytest", "pytest", "pluggy", "pluggy.py"})
 
@@ -77,11 +86,13 @@ class EvalConfig:
     junit_limit: int = 64 * 1024 * 1024
     restore_test_infra: bool = True
     canaries: bool = True
+    forbid_runner_internals: bool = True
 
     def as_dict(self) -> dict:
         return {"timeout": self.timeout, "setup_timeout": self.setup_timeout,
                 "test_output_limit": self.test_output_limit, "junit_limit": self.junit_limit,
-                "restore_test_infra": self.restore_test_infra, "canaries": self.canaries}
+                "restore_test_infra": self.restore_test_infra, "canaries": self.canaries,
+                "forbid_runner_internals": self.forbid_runner_internals}
 
 
 @dataclass
@@ -130,7 +141,9 @@ class Evaluator:
     """Runs the sequence above. One instance per (instance, prediction); no shared state."""
 
     def __init__(self, instance: Instance, prediction: Prediction, spec: EnvSpec,
-                 pristine: PristineSource, config: EvalConfig) -> None:
+                 pristine: PristineSource, config: EvalConfig,
+                 protected_modules: frozenset[str] = frozenset()) -> None:
+        self.protected_modules = protected_modules
         self.instance = instance
         self.prediction = prediction
         self.spec = spec
@@ -230,6 +243,14 @@ class Evaluator:
         t = time.monotonic()
         touched_tests = sorted(set(model_files.all) & set(test_patch.all))
         infra = sorted(p for p in model_files.all if self._is_test_infra(p))
+        test_dirs = {f.rsplit("/", 1)[0] if "/" in f else "" for f in test_patch.all}
+        shadows = sorted(p for p in model_files.created
+                         if p not in infra and self._shadows_module(p, test_dirs))
+        if shadows:
+            self.result.integrity_flags.append("patch_shadows_module")
+            self.result.integrity_details["patch_shadows_module"] = shadows
+            infra = sorted({*infra, *shadows})
+        self._scan_runner_internals(test_patch)
         if touched_tests:
             self.result.integrity_flags.append("patch_touched_tests")
             self.result.integrity_details["patch_touched_tests"] = touched_tests
@@ -266,8 +287,13 @@ class Evaluator:
         test_files = test_files_of(test_patch)
         self.canary = Canary.make(test_files) if self.config.canaries else None
         if self.canary is not None:
-            sandbox.put_files("/testbed", {self.canary.path: self.canary.source()})
-            test_files = [*test_files, self.canary.path]
+            # Appended to a real test file, after the test patch and before anything of the
+            # model's runs: the canaries look like any other new test there.
+            current = sandbox.get_file(f"/testbed/{self.canary.path}", 16 * 1024 * 1024)
+            if current is None:
+                self.canary = None
+            else:
+                sandbox.put_files("/testbed", {self.canary.path: current + self.canary.source()})
         command = build_test_command(self.spec, test_files, junit_path)
         argv = ["/usr/bin/timeout", "--kill-after=10", str(timeout), "/bin/bash", "-c", command]
         res = sandbox.exec(env_argv(self.env, argv), timeout=timeout + 30,
@@ -298,6 +324,37 @@ class Evaluator:
             raise ContainerDied("container killed during the test run")
         self._grade(res, test_files)
         self._phase("grade", t)
+
+    def _shadows_module(self, path: str, test_dirs: set[str]) -> bool:
+        """A new module or package, in a directory that ends up on sys.path (the root or
+        a test directory), named like a module the runner or the standard library loads."""
+        directory, _, name = path.rpartition("/")
+        parts = path.split("/")
+        candidates = []
+        if name.endswith(".py") and (directory == "" or directory in test_dirs):
+            candidates.append(name[:-3])
+        for depth in range(len(parts) - 1):  # a new package: dir/<name>/...
+            parent = "/".join(parts[:depth])
+            if parent == "" or parent in test_dirs:
+                candidates.append(parts[depth])
+        return any(c in self.protected_modules for c in candidates)
+
+    def _scan_runner_internals(self, test_patch: PatchFiles) -> None:
+        """Flag added lines that reach into the test runner (outside the restored test files)."""
+        restored = set(test_patch.all)
+        hits: list[str] = []
+        current = None
+        for line in (self.prediction.model_patch or "").splitlines():
+            if line.startswith("+++ "):
+                target = line[4:].split("\t")[0].strip()
+                current = target[2:] if target.startswith("b/") else target
+            elif line.startswith("+") and current and current not in restored and not self._is_test_infra(current):
+                match = RUNNER_INTERNALS.search(line)
+                if match:
+                    hits.append(f"{current}: {match.group(0)}")
+        if hits:
+            self.result.integrity_flags.append("patch_references_test_runner")
+            self.result.integrity_details["patch_references_test_runner"] = hits[:20]
 
     @staticmethod
     def _is_test_infra(path: str) -> bool:
@@ -342,6 +399,11 @@ class Evaluator:
         judged = judge_run(self.instance, self.spec.parser, res.output, self.outputs.junit_xml, res.exit_code,
                            test_files, self.canary)
         apply_judgement(self.result, judged)
+        if ("patch_references_test_runner" in self.result.integrity_flags and self.config.forbid_runner_internals
+                and self.result.error_reason is None):
+            hits = self.result.integrity_details.get("patch_references_test_runner", [])
+            self._finish_invalid(ErrorReason.TAMPERED,
+                                 f"the patch reaches into the test runner: {', '.join(hits[:5])}")
 
     def _invalid(self, reason: ErrorReason, detail: str) -> Evaluation:
         self._finish_invalid(reason, detail)
@@ -425,12 +487,14 @@ def _check_canaries(canary: "Canary | None", statuses: dict, exit_code: int | No
     pass_status = statuses.pop(canary.pass_id, None)
     details["canaries"] = {"must_fail": fail_status.value if fail_status else None,
                            "must_pass": pass_status.value if pass_status else None,
-                           "path": canary.path, "token": canary.token}
+                           "path": canary.path, "pass_name": canary.pass_name, "fail_name": canary.fail_name}
     if pass_status is not None and pass_status is not TestStatus.PASSED:
         flags.append("canary_pass_failed")
     if fail_status is None:
         if statuses:
             flags.append("canary_missing")
+    elif fail_status is TestStatus.SKIPPED and pass_status is TestStatus.SKIPPED:
+        flags.append("canary_skipped")  # the whole module is skipped: no evidence either way
     elif fail_status not in (TestStatus.FAILED, TestStatus.ERROR):
         flags.append("canary_tampered")
         return ErrorReason.TAMPERED, f"the must-fail canary was reported {fail_status.value}"
@@ -440,35 +504,42 @@ def _check_canaries(canary: "Canary | None", statuses: dict, exit_code: int | No
     return None, ""
 
 
+_CANARY_WORDS = ("roundtrip", "regression", "edge_case", "boundary", "behaviour", "compat", "defaults",
+                 "ordering", "handles_input", "consistency")
+
+
 @dataclass(frozen=True)
 class Canary:
-    """Two tests with random names the harness adds to every run: one must fail, one
-    must pass. They sit beside the first test file so the same conftest files apply."""
+    """Two tests the harness appends to the first test file of every run: one must
+    pass, one must fail. Their names are random and ordinary, so code under test cannot
+    tell them from the instance's own new tests."""
 
     path: str
-    token: str
+    pass_name: str
+    fail_name: str
 
     @classmethod
     def make(cls, test_files: list[str]) -> "Canary | None":
         py_files = [f for f in test_files if f.endswith(".py")]
         if not py_files:
             return None
-        token = secrets.token_hex(6)
-        directory = py_files[0].rsplit("/", 1)[0] if "/" in py_files[0] else ""
-        name = f"test_zz_canary_{token}.py"
-        return cls(f"{directory}/{name}" if directory else name, token)
+        words = list(_CANARY_WORDS)
+        first = words.pop(secrets.randbelow(len(words)))
+        second = words[secrets.randbelow(len(words))]
+        return cls(py_files[0], f"test_{first}_{secrets.token_hex(4)}", f"test_{second}_{secrets.token_hex(4)}")
 
     @property
     def fail_id(self) -> str:
-        return f"{self.path}::test_canary_must_fail_{self.token}"
+        return f"{self.path}::{self.fail_name}"
 
     @property
     def pass_id(self) -> str:
-        return f"{self.path}::test_canary_must_pass_{self.token}"
+        return f"{self.path}::{self.pass_name}"
 
     def source(self) -> bytes:
-        return (f"def test_canary_must_pass_{self.token}():\n    assert True\n\n\n"
-                f"def test_canary_must_fail_{self.token}():\n    assert False, 'harness canary'\n").encode()
+        value = secrets.randbelow(1000) + 1
+        return (f"\n\n\ndef {self.pass_name}():\n    assert {value} == {value}\n\n\n"
+                f"def {self.fail_name}():\n    assert {value} == {value + 1}\n").encode()
 
 
 def _timeout_hit(res: ExecResult, timeout: int) -> bool:

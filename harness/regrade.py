@@ -39,11 +39,9 @@ def regrade_run(run_dir: Path) -> dict:
             instance = parse_instance(json.loads((directory / "instance.json").read_text()),
                                       source=str(directory / "instance.json"))
             canary_info = result.integrity_details.get("canaries") or {}
-            canary = (Canary(canary_info["path"], canary_info["token"])
-                      if canary_info.get("path") and canary_info.get("token") else None)
+            canary = (Canary(canary_info["path"], canary_info["pass_name"], canary_info["fail_name"])
+                      if canary_info.get("path") and canary_info.get("fail_name") else None)
             test_files = test_files_of(patch_files(instance.test_patch))
-            if canary is not None:
-                test_files.append(canary.path)
             output_path, junit_path = directory / "test_output.txt", directory / "results.xml"
             output = output_path.read_text(errors="replace") if output_path.exists() else ""
             junit = junit_path.read_bytes() if junit_path.exists() else None

@@ -91,6 +91,7 @@ class Prepared:
     env_image: ImageRef
     tree_sha: str
     repo_path: Path
+    protected_modules: frozenset[str] = frozenset()
 
 
 class Preparer:
@@ -122,9 +123,10 @@ class Preparer:
                     tree_sha = repo.commit(commit).tree.hexsha
         finally:
             repo.close()
-        env_image = self.environment(spec, export_dir if spec.install_requires_from_tree else None, tree_sha)
+        env_image, wheel_dir = self.environment(spec, export_dir if spec.install_requires_from_tree else None,
+                                                tree_sha)
         image = self.images.instance(instance.instance_id, spec, env_image, export_dir, tree_sha)
-        return Prepared(spec, image, env_image, tree_sha, repo_path)
+        return Prepared(spec, image, env_image, tree_sha, repo_path, protected_modules(wheel_dir))
 
     def environment(self, spec: EnvSpec, tree: Path | None = None, tree_sha: str = "") -> ImageRef:
         """The environment image: the spec's pins, plus (``install_requires_from_tree``)
@@ -139,11 +141,35 @@ class Preparer:
             requirements += [r for r in build_requirements(tree) if r not in requirements]
         house = self.wheelhouse.ensure(spec.python, requirements, build_sdists=self._build_sdists,
                                        tree=tree, tree_key=tree_sha, env=spec.env_dict)
-        return self.images.environment(spec, house.lock_text, house.wheel_dir)
+        return self.images.environment(spec, house.lock_text, house.wheel_dir), house.wheel_dir
 
     def _build_sdists(self, python: str, sdist_dir: Path, wheel_dir: Path) -> None:
         from harness.engine.builder import build_wheels
         build_wheels(self.images, python, sdist_dir, wheel_dir)
+
+
+_PROTECTED_CACHE: dict[Path, frozenset[str]] = {}
+
+
+def protected_modules(wheel_dir: Path) -> frozenset[str]:
+    """Top-level module names a repository must not shadow: the standard library's and
+    those of every wheel in the environment (the test runner and its plugins included)."""
+    import sys
+    import zipfile
+    if wheel_dir not in _PROTECTED_CACHE:
+        names = set(sys.stdlib_module_names) | {"pytest", "_pytest", "py", "pluggy"}
+        for wheel in Path(wheel_dir).glob("*.whl"):
+            try:
+                with zipfile.ZipFile(wheel) as archive:
+                    for entry in archive.namelist():
+                        top = entry.split("/", 1)[0]
+                        if top.endswith((".dist-info", ".data")):
+                            continue
+                        names.add(top[:-3] if top.endswith(".py") else top.split(".", 1)[0])
+            except (OSError, zipfile.BadZipFile):
+                continue
+        _PROTECTED_CACHE[wheel_dir] = frozenset(n for n in names if n and not n.startswith("__"))
+    return _PROTECTED_CACHE[wheel_dir]
 
 
 def build_requirements(tree: Path) -> list[str]:
@@ -219,7 +245,8 @@ class BatchRunner:
                                     retry=retry_if_exception_type(InfrastructureError),
                                     before_sleep=record, reraise=True):
                 with attempt:
-                    evaluator = Evaluator(instance, prediction, prepared.spec, pristine_repo.read, self.config.eval)
+                    evaluator = Evaluator(instance, prediction, prepared.spec, pristine_repo.read,
+                                          self._eval_config(prepared.spec), prepared.protected_modules)
                     evaluation = evaluator.run(lambda: self.backend.start(prepared.image.tag, instance.instance_id))
         except InfrastructureError as exc:
             attempts.append({"attempt": len(attempts) + 1, "error": type(exc).__name__, "message": str(exc)[:500]})
@@ -247,6 +274,14 @@ class BatchRunner:
                  error_reason=result.error_reason.value if result.error_reason else None,
                  seconds=result.timings.get("wall"))
         return result
+
+    def _eval_config(self, spec: EnvSpec) -> EvalConfig:
+        """The run's grading configuration, as the spec adjusts it (a test runner's own
+        repository legitimately references runner internals)."""
+        if spec.runner_internals_allowed and self.config.eval.forbid_runner_internals:
+            from dataclasses import replace
+            return replace(self.config.eval, forbid_runner_internals=False)
+        return self.config.eval
 
     def cache_key(self, task: Task, prepared: Prepared) -> dict[str, str]:
         """What decides a result: patch, instance record, image content, grading config."""

@@ -39,7 +39,7 @@ DEFAULT_SPECS_DIR = IMAGES_DIR / "specs"
 _FIELDS = {
     "python", "apt_packages", "requirements", "install_requires_from_tree", "pre_install",
     "install", "reinstall_after_patch", "reinstall", "test_cmd", "parser", "env", "services",
-    "timeout", "test_directives", "setup_files",
+    "timeout", "test_directives", "setup_files", "runner_internals_allowed",
 }
 _TOP_LEVEL = {"repo", "defaults", "versions"}
 
@@ -70,6 +70,7 @@ class EnvSpec:
     timeout: int = 1800
     test_directives: str = "test_files"
     setup_files: tuple[tuple[str, str], ...] = ()
+    runner_internals_allowed: bool = False
 
     @property
     def env_dict(self) -> dict[str, str]:
@@ -210,6 +211,7 @@ def _build(repo: str, version: str, merged: dict, source: str) -> EnvSpec:
         install_requires_from_tree=boolean("install_requires_from_tree"),
         pre_install=str_list("pre_install"), install=str(merged.get("install") or ""),
         reinstall_after_patch=boolean("reinstall_after_patch"),
+        runner_internals_allowed=boolean("runner_internals_allowed"),
         reinstall=str(merged.get("reinstall") or EnvSpec.reinstall),
         test_cmd=str(merged.get("test_cmd") or "pytest -rA"), parser=str(merged.get("parser") or "pytest"),
         env=tuple(sorted((str(k), str(v)) for k, v in env.items())),
