@@ -101,6 +101,8 @@ class CliRun:
     samples: list[Sample] = field(default_factory=list)
     stdout: str = ""
     stderr: str = ""
+    cpu_seconds: float = 0.0            # user + system CPU of the CLI process (host side only; not containers)
+    system_busy: float = 0.0            # fraction of all CPUs busy machine-wide during the run (noise indicator)
 
     @property
     def peak_hwm_kb(self) -> int:
@@ -120,6 +122,13 @@ def _proc_status(pid: int) -> tuple[int, int, int] | None:
     if "VmRSS" not in values:  # zombie
         return None
     return values["VmRSS"], values.get("VmHWM", 0), values.get("Threads", 0)
+
+
+def cpu_times() -> tuple[int, int]:
+    """(busy, total) jiffies of all CPUs, from /proc/stat."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return sum(fields) - idle, sum(fields)
 
 
 def count_reports(run_dir: Path) -> int:
@@ -145,6 +154,7 @@ def run_cli(args: list[str], *, sample_every: float = 0.0, count_dir: Path | Non
     samples: list[Sample] = []
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
         started = time.monotonic()
+        busy0, total0 = cpu_times()
         proc = subprocess.Popen(argv, stdout=out, stderr=err, cwd=PROJECT_ROOT)
         stop = threading.Event()
 
@@ -176,12 +186,14 @@ def run_cli(args: list[str], *, sample_every: float = 0.0, count_dir: Path | Non
                 proc.kill()
             time.sleep(0.01)
         elapsed = time.monotonic() - started
+        busy1, total1 = cpu_times()
         proc.returncode = os.waitstatus_to_exitcode(status)
         stop.set()
         if thread:
             thread.join(5)
     run = CliRun(argv, proc.returncode, elapsed, usage.ru_maxrss, samples,
-                 out_path.read_text(errors="replace"), err_path.read_text(errors="replace"))
+                 out_path.read_text(errors="replace"), err_path.read_text(errors="replace"),
+                 usage.ru_utime + usage.ru_stime, (busy1 - busy0) / max(1, total1 - total0))
     shutil.rmtree(tmp, ignore_errors=True)
     return run
 

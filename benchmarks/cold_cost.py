@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -55,7 +56,9 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--n", type=int, default=10, help="instances (= distinct base commits)")
     p.add_argument("--tree-kb", type=int, default=2048, help="size of the generated payload in the tree")
-    p.add_argument("--install", default="", help="the spec's install command (default: none, as the demo)")
+    p.add_argument("--install", default="python -m pip install --no-build-isolation --no-deps -e .",
+                   help="the spec's install command (default: an editable install, as SWE-bench specs do; "
+                        "'' for none, as the demo specs)")
     p.add_argument("--max-workers", type=int, default=1)
     p.add_argument("--cache-dir", type=Path, default=C.DEFAULT_CACHE)
     p.add_argument("--keep-images", action="store_true", help="leave the N instance images in the engine")
@@ -151,7 +154,7 @@ def main(argv=None) -> int:
         repo_seconds = time.monotonic() - t
         specs = tmp / "specs"
         specs.mkdir()
-        (specs / "bench__calcsyn.yaml").write_text(SPEC.format(install=repr(args.install) if args.install else '""'))
+        (specs / "bench__calcsyn.yaml").write_text(SPEC.format(install=json.dumps(args.install)))
         instances = C.write_jsonl(tmp / "instances.jsonl", records(commits))
         df_before = client.df()
         run = C.run_cli(C.harness_args(instances=instances, predictions="gold", run_id="cold", output_dir=tmp / "runs",
@@ -167,6 +170,7 @@ def main(argv=None) -> int:
         for item in df_after.get("Images") or []:
             for tag in item.get("RepoTags") or []:
                 by_tag[tag] = item
+        tags_before = {t for item in df_before.get("Images") or [] for t in item.get("RepoTags") or []}
         rows, per_instance = [], []
         env_tag = next(iter(reports.values()))["image"]["env_tag"]
         env_item = by_tag[env_tag]
@@ -195,6 +199,8 @@ def main(argv=None) -> int:
         mb = lambda b: f"{b / 1e6:.2f}"  # noqa: E731
         summary = [
             ["instances (distinct base commits)", n],
+            ["spec install command", f"`{args.install}`" if args.install else "none"],
+            ["env image already present before the run (warm)", "yes" if env_tag in tags_before else "no (built)"],
             ["statuses", ", ".join(sorted({p["status"] for p in per_instance}))],
             ["instance image builds (built / reused)", f"{sum(p['built'] for p in per_instance)} / "
                                                        f"{sum(not p['built'] for p in per_instance)}"],

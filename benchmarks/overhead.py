@@ -5,12 +5,13 @@ For each instance (warm images), interleaved and repeated:
 * **harness**: ``harness run --instance-ids ID --force`` in a subprocess; the per-instance
   wall time is report.json ``timings.wall`` (image lookup + evaluation, excluding process
   start-up), the process wall time is reported beside it;
-* **bare**: the *same* test argv the harness ran (report.json ``commands``, phase
-  ``tests``; built by ``build_test_command``), wrapped in the same ``env -i`` environment,
-  executed with the Docker SDK (``exec_run``) in an already-started container of the same
-  instance image, with the same limits (user 1000, no network, read-only root, 1 CPU,
-  tmpfs /testbed), in which the tree was copied to /testbed, the model patch and the test
-  patch applied and the canary file written beforehand (untimed).
+* **bare**: the *same* test argv the harness runs (``build_test_command`` wrapped in
+  ``timeout`` and ``env -i``), executed with the Docker SDK (``exec_run``) in an
+  already-started container of the same instance image with the harness's limits. The
+  container is brought to the test-ready state by the harness's own ``Evaluator`` (tree
+  copied to /testbed, model patch, restores, test patch, canaries), run once in-process
+  through a Sandbox proxy that records the test argv and keeps the container; only the
+  ``docker exec`` of the test command is timed.
 
 Order alternates every round (harness first, then bare first), and instances are visited
 forwards then backwards, so drift in machine load hits both sides alike.
@@ -23,12 +24,9 @@ forwards then backwards, so drift in machine load hits both sides alike.
 from __future__ import annotations
 
 import argparse
-import io
 import re
-import shlex
 import shutil
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -59,115 +57,75 @@ def parse_args(argv=None):
 
 # ----------------------------------------------------------------------------- the bare side
 
-def _tar(files: dict[str, bytes]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        dirs = sorted({"/".join(rel.split("/")[:i]) for rel in files for i in range(1, rel.count("/") + 1)})
-        for d in dirs:
-            info = tarfile.TarInfo(d)
-            info.type, info.mode, info.uid, info.gid = tarfile.DIRTYPE, 0o755, 1000, 1000
-            tar.addfile(info)
-        for rel, data in files.items():
-            info = tarfile.TarInfo(rel)
-            info.size, info.mode, info.uid, info.gid, info.mtime = len(data), 0o644, 1000, 1000, int(time.time())
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
+class _KeepOpen:
+    """A Sandbox proxy for the harness's own Evaluator: records the test command's exact argv
+    and does not remove the container at the end, so the container stays in exactly the state
+    the harness ran the tests in (tree, patches, restored files, canaries, output dir)."""
+
+    def __init__(self, sandbox) -> None:
+        self._sandbox = sandbox
+        self.test_argv: list[str] | None = None
+
+    def __getattr__(self, name):
+        return getattr(self._sandbox, name)
+
+    def exec(self, argv, **kwargs):
+        if "/usr/bin/timeout" in argv and self.test_argv is None:
+            self.test_argv = list(argv)
+        return self._sandbox.exec(argv, **kwargs)
+
+    def close(self) -> None:  # the benchmark removes it
+        pass
+
+
+class _Pristine:
+    def __init__(self, repo_path: Path, commit: str) -> None:
+        import git
+        self.repo, self.commit = git.Repo(repo_path), commit
+
+    def read(self, path: str):
+        from harness.repos import blob_mode, read_blob
+        data = read_blob(self.repo, self.commit, path)
+        return None if data is None else (data, blob_mode(self.repo, self.commit, path) or 0o100644)
 
 
 class BareContainer:
-    """An already-started container of the instance image, set up to the state in which the
-    harness runs the tests; ``run()`` times only the test command."""
+    """An already-started container of the instance image, brought to the state in which the
+    harness runs the tests *by the harness's own Evaluator* (so it follows whatever the harness
+    does: patch strategies, restores, canaries); ``run()`` then times only a ``docker exec`` of
+    the recorded test argv (the ``env -i ...`` wrapper included) in it."""
 
-    def __init__(self, client, image: str, spec, instance, model_patch: str | None, tests_argv: list[str]):
-        from harness.engine.images import PRISTINE_TREE
-        from harness.engine.sandbox import Limits
-        from harness.evaluation import Canary, env_argv, scrubbed_env
-        from harness.patches import patch_files
+    def __init__(self, client, backend, prepared, instance, prediction) -> None:
+        from harness.evaluation import EvalConfig, Evaluator
+        self.client = client
+        self.proxy: _KeepOpen | None = None
+        pristine = _Pristine(prepared.repo_path, instance.base_commit)
 
-        self.env_argv, self.env = env_argv, scrubbed_env(spec)
-        self.tests_argv = tests_argv
-        from docker.types import Mount
-        lim = Limits()
-        # tmpfs *volumes*, as the harness uses: the archive API refuses plain tmpfs mounts on a
-        # read-only root filesystem.
-        self.client, self.volumes, mounts = client, [], []
-        for target, size in (("/testbed", lim.testbed_size), ("/harness", lim.io_size)):
-            vol = client.volumes.create(driver="local", labels={"org.harness-bench": "overhead"}, driver_opts={
-                "type": "tmpfs", "device": "tmpfs", "o": f"size={size},uid=1000,gid=1000,mode=0755,nosuid,nodev"})
-            self.volumes.append(vol)
-            mounts.append(Mount(target=target, source=vol.name, type="volume"))
-        self.container = client.containers.create(
-            image, command=["sleep", "infinity"], user="1000:1000", network_mode="none", cap_drop=["ALL"],
-            security_opt=["no-new-privileges"], pids_limit=lim.pids, mem_limit=lim.memory,
-            memswap_limit=lim.memory, nano_cpus=int(lim.cpus * 1e9), read_only=True,
-            mounts=mounts, tmpfs={"/tmp": f"size={lim.tmp_size},mode=1777,nosuid,nodev"},
-            working_dir="/testbed", environment={"HOME": "/tmp"}, labels={"org.harness-bench": "overhead"})
+        def start():
+            self.proxy = _KeepOpen(backend.start(prepared.image.tag, f"bench-bare-{instance.instance_id}"))
+            return self.proxy
+
         try:
-            self.container.start()
-            self._setup(instance, spec, model_patch, tests_argv)
-        except BaseException:
+            evaluation = Evaluator(instance, prediction, prepared.spec, pristine.read, EvalConfig()).run(start)
+        finally:
+            pristine.repo.close()
+        self.status = evaluation.result.status.value
+        if self.proxy is None or self.proxy.test_argv is None:
             self.close()
-            raise
-
-    def _setup(self, instance, spec, model_patch: str | None, tests_argv: list[str]) -> None:
-        from harness.engine.images import PRISTINE_TREE
-        from harness.evaluation import Canary
-        from harness.patches import patch_files
-        self._sh(f"cp -a {PRISTINE_TREE}/. /testbed/")
-        files = {"in/test.diff": instance.test_patch.encode()}
-        if model_patch:
-            files["in/model.diff"] = model_patch.encode("utf-8", "surrogateescape")
-        self.container.put_archive("/harness", _tar(files))
-        if model_patch:
-            for argv in (["git", "apply", "--whitespace=nowarn", "/harness/in/model.diff"],
-                         ["git", "apply", "--3way", "--whitespace=nowarn", "/harness/in/model.diff"],
-                         ["patch", "--batch", "--forward", "--fuzz=5", "-p1", "-i", "/harness/in/model.diff"]):
-                if self._exec(argv)[0] == 0:
-                    break
-                self._sh(f"find /testbed -mindepth 1 -delete && cp -a {PRISTINE_TREE}/. /testbed/")
-        for path in patch_files(instance.test_patch).all:  # pristine test files (as the harness restores)
-            q = shlex.quote(path)
-            self._sh(f"rm -rf -- {q}; git checkout -q HEAD -- {q} 2>/dev/null; true")
-        code, out = self._exec(["git", "apply", "/harness/in/test.diff"])
-        if code != 0:
-            raise RuntimeError(f"bare setup: test patch does not apply: {out[-500:]}")
-        if spec.reinstall_after_patch:
-            self._exec(["/bin/bash", "-c", spec.reinstall])
-        command = tests_argv[-1]
-        junit = re.search(r"--junitxml=(\S+)", command)
-        if junit:
-            self._exec(["/bin/mkdir", "-p", str(Path(shlex.split(junit.group(1))[0]).parent)])
-        canary = re.search(r"(\S*test_zz_canary_([0-9a-f]+)\.py)", command)
-        if canary:
-            c = Canary(shlex.split(canary.group(1))[0], canary.group(2))
-            self.container.put_archive("/testbed", _tar({c.path: c.source()}))
-
-    def _exec(self, argv: list[str]) -> tuple[int, str]:
-        res = self.container.exec_run(self.env_argv(self.env, argv), workdir="/testbed")
-        return res.exit_code, res.output.decode(errors="replace")
-
-    def _sh(self, script: str) -> None:
-        code, out = self._exec(["/bin/sh", "-c", script])
-        if code != 0:
-            raise RuntimeError(f"bare setup failed: {script}: {out[-500:]}")
+            raise RuntimeError(f"{instance.instance_id}: the harness ran no tests ({self.status}, "
+                               f"{evaluation.result.error_reason})")
+        self.argv = self.proxy.test_argv
+        self.container = self.proxy._sandbox.container
 
     def run(self) -> tuple[float, int, str]:
-        argv = self.env_argv(self.env, self.tests_argv)
         started = time.monotonic()
-        res = self.container.exec_run(argv, workdir="/testbed")
+        res = self.container.exec_run(self.argv, workdir="/testbed")
         elapsed = time.monotonic() - started
         return elapsed, res.exit_code, res.output.decode(errors="replace")
 
     def close(self) -> None:
-        try:
-            self.container.remove(force=True, v=True)
-        except Exception:
-            pass
-        for vol in self.volumes:
-            try:
-                vol.remove(force=True)
-            except Exception:
-                pass
+        if self.proxy is not None:
+            self.proxy._sandbox.close()
 
 
 def summary_line(output: str) -> str:
@@ -235,19 +193,25 @@ def main(argv=None) -> int:
     warm_reports = C.read_reports(runs_dir / "warmup")
 
     import docker
+    from harness import demo
+    from harness.engine.sandbox import DockerBackend
+    from harness.repos import RepoResolver
+    from harness.runner import Preparer
     client = docker.from_env(timeout=600)
+    overrides = dict(r.split("=", 1) for r in args.repo)
+    if args.repos_dir is None and any(i.repo.startswith(demo.DEMO_OWNER + "/") for i in loaded.instances):
+        overrides = {**demo.build_demo_repos(demo.DEMO_DIR, args.cache_dir / "demo-repos"), **overrides}
+    preparer = Preparer(client, specs, RepoResolver(args.cache_dir, args.repos_dir, overrides, allow_clone=False),
+                        args.cache_dir)
+    backend = DockerBackend(client, "bench-overhead-bare")
     bare: dict[str, BareContainer] = {}
     try:
         for iid in ids:
-            rep = warm_reports[iid]
-            tests = [c for c in rep["commands"] if c["phase"] == "tests"]
-            if not tests:
-                print(f"skipping {iid}: the harness ran no tests ({rep['status']} {rep['error_reason']})",
-                      file=sys.stderr)
-                continue
-            inst = instances[iid]
-            bare[iid] = BareContainer(client, rep["image"]["tag"], specs.get(inst.repo, inst.version), inst,
-                                      preds[iid].model_patch, tests[0]["argv"])
+            try:
+                bare[iid] = BareContainer(client, backend, preparer.prepare(instances[iid]), instances[iid],
+                                          preds[iid])
+            except RuntimeError as exc:
+                print(f"skipping {exc}", file=sys.stderr)
         ids = [i for i in ids if i in bare]
 
         samples: dict[str, dict[str, list]] = {i: {"harness": [], "bare": []} for i in ids}
@@ -269,7 +233,8 @@ def main(argv=None) -> int:
                         tests = next((c for c in rep["commands"] if c["phase"] == "tests"), None)
                         samples[iid]["harness"].append({
                             "cli_seconds": run.elapsed, "returncode": run.returncode, "status": rep["status"],
-                            "loadavg_1m": C.os.getloadavg()[0],
+                            "loadavg_1m": C.os.getloadavg()[0], "system_busy": run.system_busy,
+                            "cli_cpu_seconds": run.cpu_seconds,
                             "timings": rep["timings"], "decomposition": decompose(rep),
                             "test_exit_code": rep["test_exit_code"],
                             "summary": summary_line(tests["output_tail"]) if tests else ""})
@@ -277,6 +242,7 @@ def main(argv=None) -> int:
     finally:
         for b in bare.values():
             b.close()
+        backend.cleanup_run()
         client.close()
 
     # ------------------------------------------------------------------ aggregate
@@ -293,6 +259,8 @@ def main(argv=None) -> int:
             "median_harness_wall": med_wall, "median_bare": med_bare, "ratio_of_medians": med_wall / med_bare,
             "median_paired_ratio": C.median(ratios), "median_paired_overhead": C.median(paired),
             "median_cli_seconds": C.median(s["cli_seconds"] for s in h),
+            "median_cli_cpu_seconds": C.median(s["cli_cpu_seconds"] for s in h),
+            "median_system_busy": C.median(s["system_busy"] for s in h),
             "statuses": sorted({s["status"] for s in h}), "same_tests_ran": same_tests,
             "bare_summary": b[0]["summary"], "harness_summary": h[0]["summary"],
             "phases": {k: C.median(s["timings"].get(k, 0.0) for s in h) for k in [*PHASES, "total", "wall"]},
@@ -302,6 +270,7 @@ def main(argv=None) -> int:
         per_instance[iid] = agg
         rows.append([iid, C.fmt(med_bare), C.fmt(med_wall), C.fmt(agg["ratio_of_medians"]),
                      C.fmt(agg["median_paired_overhead"]), C.fmt(agg["median_cli_seconds"]),
+                     C.fmt(agg["median_cli_cpu_seconds"]), f"{agg['median_system_busy'] * 100:.0f}",
                      "/".join(agg["statuses"]), "yes" if same_tests else "NO"])
         ph = agg["phases"]
         phase_rows.append([iid, *(C.fmt(ph[k], 3) for k in ["start", "apply_patch", "restore_tests",
@@ -317,10 +286,13 @@ def main(argv=None) -> int:
 
     md = [C.header(f"Overhead against the bare test command ({args.rounds} rounds, interleaved)", machine),
           C.markdown_table(["instance", "bare test cmd (s)", "harness wall (s)", "ratio", "overhead (s)",
-                            "CLI process, 1 instance (s)", "status", "same tests"], rows),
+                            "CLI process, 1 instance (s)", "CLI CPU (s)", "machine busy (%)", "status",
+                            "same tests"], rows),
           "\nMedians over rounds. *harness wall* = report.json `timings.wall`; *overhead* = median of the "
           "per-round differences; *CLI process* = wall time of the whole `harness run --instance-ids ID` "
-          "process (interpreter start-up, imports, summary included).\n",
+          "process (interpreter start-up, imports, summary included); *CLI CPU* = that process's user+system "
+          "CPU time (host side); *machine busy* = all CPUs busy during the harness runs, all processes "
+          "(other sessions share the machine); *same tests* = pytest's summary line identical on both sides.\n",
           "### Harness phases (median s, report.json `timings`)\n",
           C.markdown_table(["instance", "start", "apply_patch", "restore_tests", "apply_test_patch", "tests",
                             "copy_out", "grade", "cleanup", "not in timings¹", "image lookup²", "wall"],

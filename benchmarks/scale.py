@@ -123,6 +123,8 @@ def main(argv=None) -> int:
                  f"{C.fmt(b, 3)}, {C.fmt(a, 1)}, {C.fmt(r2, 4)}"],
                 ["RSS growth between first and last checkpoint (KB / instance)", C.fmt(growth, 1)],
                 ["peak RSS, wait4 (MB)", f"{run.maxrss_kb / 1024:.0f}"],
+                ["harness process CPU per instance (s)", C.fmt(run.cpu_seconds / max(1, len(reports)), 3)],
+                ["machine CPU busy during the run (all processes) (%)", f"{run.system_busy * 100:.0f}"],
                 ["instance images built in the run / build seconds summed", f"{built} / {build_seconds:.0f}"],
             ]),
             "\nSampled every second (a checkpoint reached only at exit shows the last sample's RSS and "
