@@ -62,6 +62,10 @@ class ImageBuildError(InfrastructureError):
         self.log = log
 
 
+class ServiceUnavailable(InfrastructureError):
+    """A spec's local stand-in service did not come up inside the sandbox."""
+
+
 class ContainerDied(InfrastructureError):
     """The container disappeared or was killed by something other than the harness."""
 

@@ -31,7 +31,7 @@ from typing import Callable
 from harness.engine.images import PRISTINE_TREE, PYTHON, VENV
 from harness.engine.sandbox import ExecResult, Sandbox
 from harness.errors import (ContainerDied, GradingOutcome, PatchApplyFailed, PatchRejected,
-                            TestPatchApplyFailed)
+                            ServiceUnavailable, TestPatchApplyFailed)
 from harness.grading.grade import Grade, grade
 from harness.grading.parsers import RunArtefacts, get_parser
 from harness.grading.status import ErrorReason, InstanceStatus, TestStatus
@@ -60,6 +60,10 @@ ROOT_SHADOW_NAMES = frozenset({"pytest.py", "py.py", "_pytest", "pytest", "plugg
 PristineSource = Callable[[str], "tuple[bytes, int] | None"]
 
 IO_DIR = "/harness"
+#: Run as root in a container whose root holds set-up capabilities: become the harness
+#: user with no capability left anywhere (bounding, inheritable, ambient).
+DROP_ALL_PRIVILEGES = ["/usr/bin/setpriv", "--reuid=1000", "--regid=1000", "--clear-groups",
+                       "--bounding-set=-all", "--inh-caps=-all", "--ambient-caps=-all", "--"]
 BASE_ENV = {
     "PATH": f"{VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
     "HOME": "/tmp",
@@ -280,6 +284,12 @@ class Evaluator:
             self._run(sandbox, "reinstall", ["/bin/bash", "-c", self.spec.reinstall])
             self._phase("reinstall", t)
 
+        # 6b. local stand-in services (before any of the model's code runs)
+        if self.spec.services:
+            t = time.monotonic()
+            self._start_services(sandbox)
+            self._phase("services", t)
+
         # 7. run the tests (with the canaries beside the first test file)
         t = time.monotonic()
         timeout = self.config.timeout or self.spec.timeout
@@ -296,8 +306,13 @@ class Evaluator:
                 sandbox.put_files("/testbed", {self.canary.path: current + self.canary.source()})
         command = build_test_command(self.spec, test_files, junit_path)
         argv = ["/usr/bin/timeout", "--kill-after=10", str(timeout), "/bin/bash", "-c", command]
-        res = sandbox.exec(env_argv(self.env, argv), timeout=timeout + 30,
-                           output_limit=self.config.test_output_limit)
+        full_argv, user = env_argv(self.env, argv), None
+        if getattr(sandbox, "privileged_setup", False):
+            # root here holds set-up capabilities: the tests start as the harness user with
+            # an empty bounding set, so neither they nor anything they exec can hold one.
+            full_argv = [*DROP_ALL_PRIVILEGES, *full_argv]
+            user = "0:0"
+        res = sandbox.exec(full_argv, timeout=timeout + 30, output_limit=self.config.test_output_limit, user=user)
         self.result.commands.append(CommandRecord(
             phase="tests", argv=argv, exit_code=res.exit_code, duration=round(res.duration, 4),
             timed_out=res.timed_out, truncated=res.truncated, output_tail=res.output[-4000:]))
@@ -355,6 +370,38 @@ class Evaluator:
         if hits:
             self.result.integrity_flags.append("patch_references_test_runner")
             self.result.integrity_details["patch_references_test_runner"] = hits[:20]
+
+    def _start_services(self, sandbox: Sandbox) -> None:
+        """Set up and start each spec service, then wait until its addresses accept."""
+        for svc in self.spec.services:
+            for step in svc.setup:
+                res = sandbox.exec(env_argv(BASE_ENV, ["/bin/bash", "-c", step]), user="0:0",
+                                   timeout=self.config.setup_timeout, workdir="/")
+                self.result.commands.append(CommandRecord("service_setup", ["/bin/bash", "-c", step], res.exit_code,
+                                                          round(res.duration, 4), res.timed_out, res.truncated,
+                                                          res.output[-4000:]))
+                if not res.ok:
+                    raise ServiceUnavailable(f"service {svc.name}: set-up {step!r} failed: {res.output[-800:]}")
+            env = {**BASE_ENV, "PATH": f"{svc.venv}/bin:{BASE_ENV['PATH']}", **dict(svc.env)}
+            log = f"/tmp/service-{svc.name}.log"
+            sandbox.start_background(env_argv(env, ["/bin/bash", "-c", f"exec {svc.command} >{log} 2>&1"]),
+                                     user="1001:1001", workdir="/tmp")
+            self.result.commands.append(CommandRecord("service_start", ["/bin/bash", "-c", svc.command], None, 0.0))
+            if svc.ready:
+                probe = ("import socket,sys,time\n"
+                         f"deadline=time.time()+{svc.ready_timeout}\n"
+                         f"for host,port in {[tuple(a.split(':')) for a in svc.ready]!r}:\n"
+                         "    while True:\n"
+                         "        try:\n"
+                         "            socket.create_connection((host,int(port)),timeout=1).close(); break\n"
+                         "        except OSError:\n"
+                         "            if time.time()>deadline: sys.exit(f'{host}:{port} not accepting')\n"
+                         "            time.sleep(0.1)\n")
+                res = self._run(sandbox, "service_ready", ["/usr/bin/python3", "-c", probe],
+                                timeout=svc.ready_timeout + 30)
+                if not res.ok:
+                    tail = sandbox.exec(["/bin/sh", "-c", f"tail -c 3000 {log}"], timeout=30).output
+                    raise ServiceUnavailable(f"service {svc.name} did not come up: {res.output[-300:]}\n{tail}")
 
     @staticmethod
     def _is_test_infra(path: str) -> bool:

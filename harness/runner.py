@@ -25,7 +25,7 @@ from tenacity import (RetryCallState, Retrying, retry_if_exception, retry_if_exc
 from harness import __version__
 from harness.engine.images import ImageBuilder, ImageRef
 from harness.engine.sandbox import DockerBackend, Limits
-from harness.errors import ImageBuildError, InfrastructureError, InputError
+from harness.errors import ContainerDied, ImageBuildError, InfrastructureError, InputError, ServiceUnavailable
 from harness.evaluation import EvalConfig, Evaluation, Evaluator, exception_record
 from harness.grading.status import ErrorReason, InstanceStatus
 from harness.hashing import content_hash
@@ -141,7 +141,11 @@ class Preparer:
             requirements += [r for r in build_requirements(tree) if r not in requirements]
         house = self.wheelhouse.ensure(spec.python, requirements, build_sdists=self._build_sdists,
                                        tree=tree, tree_key=tree_sha, env=spec.env_dict)
-        return self.images.environment(spec, house.lock_text, house.wheel_dir), house.wheel_dir
+        services = []
+        for svc in spec.services:
+            svc_house = self.wheelhouse.ensure(spec.python, list(svc.requirements), build_sdists=self._build_sdists)
+            services.append((svc, svc_house.lock_text, svc_house.wheel_dir))
+        return self.images.environment(spec, house.lock_text, house.wheel_dir, services), house.wheel_dir
 
     def _build_sdists(self, python: str, sdist_dir: Path, wheel_dir: Path) -> None:
         from harness.engine.builder import build_wheels
@@ -247,11 +251,17 @@ class BatchRunner:
                 with attempt:
                     evaluator = Evaluator(instance, prediction, prepared.spec, pristine_repo.read,
                                           self._eval_config(prepared.spec), prepared.protected_modules)
-                    evaluation = evaluator.run(lambda: self.backend.start(prepared.image.tag, instance.instance_id))
+                    evaluation = evaluator.run(lambda: self.backend.start(
+                        prepared.image.tag, instance.instance_id, hosts=prepared.spec.service_hosts,
+                        net_admin=prepared.spec.needs_net_admin))
         except InfrastructureError as exc:
             attempts.append({"attempt": len(attempts) + 1, "error": type(exc).__name__, "message": str(exc)[:500]})
-            reason = ErrorReason.CONTAINER_DIED if "died" in type(exc).__name__.lower() or "gone" in str(exc) \
-                else ErrorReason.HARNESS_ERROR
+            if isinstance(exc, ServiceUnavailable):
+                reason = ErrorReason.SERVICE_UNAVAILABLE
+            elif isinstance(exc, ContainerDied):
+                reason = ErrorReason.CONTAINER_DIED
+            else:
+                reason = ErrorReason.HARNESS_ERROR
             result = self._failed(task, reason, exc, started, log, write=False)
             result.attempts = attempts
             self._write(task, result, None)

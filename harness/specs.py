@@ -24,6 +24,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,77 @@ _FIELDS = {
     "timeout", "test_directives", "setup_files", "runner_internals_allowed",
 }
 _TOP_LEVEL = {"repo", "defaults", "versions"}
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    """A local stand-in started inside the container before the tests (the container
+    still has no network). ``requirements`` go into the service's own virtual
+    environment (``/opt/harness/services/<name>/venv``); ``build`` runs as root when the
+    environment image is built (offline); ``setup`` runs as root in the sandbox before
+    the tests (``net_admin`` grants the capability it needs, dropped from the bounding
+    set before the tests run); ``command`` runs in the background as a separate
+    unprivileged service user; ``ready`` lists ``host:port`` addresses polled until they
+    accept; ``hosts`` are names aliased to 127.0.0.1."""
+
+    name: str
+    command: str
+    requirements: tuple[str, ...] = ()
+    build: tuple[str, ...] = ()
+    setup: tuple[str, ...] = ()
+    ready: tuple[str, ...] = ()
+    hosts: tuple[str, ...] = ()
+    net_admin: bool = False
+    env: tuple[tuple[str, str], ...] = ()
+    ready_timeout: int = 60
+
+    @property
+    def venv(self) -> str:
+        return f"/opt/harness/services/{self.name}/venv"
+
+
+_SERVICE_FIELDS = {"name", "command", "requirements", "build", "setup", "ready", "hosts", "net_admin", "env",
+                   "ready_timeout"}
+
+
+def _service(raw: object, index: int, fail) -> ServiceSpec:
+    where = f"services[{index}]"
+    if not isinstance(raw, dict):
+        raise fail(where, "must be a mapping")
+    unknown = set(map(str, raw)) - _SERVICE_FIELDS
+    if unknown:
+        name = sorted(unknown)[0]
+        close = difflib.get_close_matches(name, _SERVICE_FIELDS, n=1)
+        raise fail(f"{where}.{name}", "unknown key" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    name, command = raw.get("name"), raw.get("command")
+    if not isinstance(name, str) or not re.fullmatch(r"[a-z0-9][a-z0-9_-]*", name):
+        raise fail(f"{where}.name", "must be a lower-case name")
+    if not isinstance(command, str) or not command.strip():
+        raise fail(f"{where}.command", "must be a non-empty string")
+
+    def strings(key: str) -> tuple[str, ...]:
+        value = raw.get(key) or []
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise fail(f"{where}.{key}", "must be a list of strings")
+        return tuple(value)
+
+    for address in strings("ready"):
+        if not re.fullmatch(r"[0-9.]+:[0-9]+", address):
+            raise fail(f"{where}.ready", f"{address!r} is not HOST:PORT (an IPv4 address)")
+    env = raw.get("env") or {}
+    if not isinstance(env, dict):
+        raise fail(f"{where}.env", "must be a mapping")
+    net_admin = raw.get("net_admin", False)
+    if not isinstance(net_admin, bool):
+        raise fail(f"{where}.net_admin", "must be true or false")
+    timeout = raw.get("ready_timeout", 60)
+    if not isinstance(timeout, int) or isinstance(timeout, bool) or timeout <= 0:
+        raise fail(f"{where}.ready_timeout", "must be a positive integer (seconds)")
+    return ServiceSpec(name, command, strings("requirements"), strings("build"), strings("setup"),
+                       strings("ready"), strings("hosts"), net_admin,
+                       tuple(sorted((str(k), str(v)) for k, v in env.items())), timeout)
 
 
 @dataclass(frozen=True)
@@ -66,7 +138,7 @@ class EnvSpec:
     test_cmd: str = "pytest -rA"
     parser: str = "pytest"
     env: tuple[tuple[str, str], ...] = ()
-    services: tuple[dict, ...] = field(default=(), hash=False)
+    services: tuple[ServiceSpec, ...] = ()
     timeout: int = 1800
     test_directives: str = "test_files"
     setup_files: tuple[tuple[str, str], ...] = ()
@@ -76,10 +148,13 @@ class EnvSpec:
     def env_dict(self) -> dict[str, str]:
         return dict(self.env)
 
-    def environment_key(self) -> dict[str, Any]:
-        """The inputs that decide the environment image (not the instance layer)."""
-        return {"python": self.python, "apt_packages": sorted(self.apt_packages),
-                "requirements": list(self.requirements)}
+    @property
+    def needs_net_admin(self) -> bool:
+        return any(s.net_admin for s in self.services)
+
+    @property
+    def service_hosts(self) -> dict[str, str]:
+        return {host: "127.0.0.1" for s in self.services for host in s.hosts}
 
     def checksum(self) -> str:
         data = asdict(self)
@@ -215,6 +290,6 @@ def _build(repo: str, version: str, merged: dict, source: str) -> EnvSpec:
         reinstall=str(merged.get("reinstall") or EnvSpec.reinstall),
         test_cmd=str(merged.get("test_cmd") or "pytest -rA"), parser=str(merged.get("parser") or "pytest"),
         env=tuple(sorted((str(k), str(v)) for k, v in env.items())),
-        services=tuple(services), timeout=timeout, test_directives=directives,
+        services=tuple(_service(raw, i, fail) for i, raw in enumerate(services)), timeout=timeout, test_directives=directives,
         setup_files=tuple(sorted((str(k), str(v)) for k, v in setup_files.items())),
     )

@@ -40,7 +40,7 @@ from harness.locks import file_lock
 from harness.specs import IMAGES_DIR, EnvSpec
 
 #: Bumped when the layout of an image layer changes, so old images are not reused.
-IMAGE_FORMAT = 4
+IMAGE_FORMAT = 5
 VENV = "/opt/harness/venv"
 PYTHON = f"{VENV}/bin/python"
 PRISTINE_TREE = "/opt/harness/testbed"
@@ -70,6 +70,8 @@ class BaseDefinition:
     user: str
     uid: int
     glibc: dict[str, str]
+    service_user: str = "harness-svc"
+    service_uid: int = 1001
 
     @classmethod
     def load(cls, path: Path = IMAGES_DIR / "bases.yaml") -> "BaseDefinition":
@@ -77,7 +79,9 @@ class BaseDefinition:
         return cls({str(k): v for k, v in data["python_suites"].items()}, data.get("variant", "minbase"),
                    tuple(data["packages"]), tuple(data.get("builder_packages", ())),
                    data["user"]["name"], int(data["user"]["uid"]),
-                   {str(k): str(v) for k, v in (data.get("glibc") or {}).items()})
+                   {str(k): str(v) for k, v in (data.get("glibc") or {}).items()},
+                   data.get("service_user", {}).get("name", "harness-svc"),
+                   int(data.get("service_user", {}).get("uid", 1001)))
 
     def suite_for(self, python: str) -> str:
         try:
@@ -178,7 +182,8 @@ class ImageBuilder:
         suite = self.bases.suite_for(python)
         packages = sorted({*self.bases.packages, *extra_apt, *(self.bases.builder_packages if builder else ())})
         inputs = {"format": IMAGE_FORMAT, "suite": suite, "variant": self.bases.variant,
-                  "packages": packages, "user": [self.bases.user, self.bases.uid]}
+                  "packages": packages, "user": [self.bases.user, self.bases.uid],
+                  "service_user": [self.bases.service_user, self.bases.service_uid]}
         inputs_hash = content_hash(inputs)
         name = "builder" if builder else "base"
         tag = f"harness-{name}:{suite}-{inputs_hash}"
@@ -206,6 +211,8 @@ class ImageBuilder:
             pkglist = Path(tmp) / "packages.txt"
             hooks = [
                 f'chroot "$1" useradd --create-home --uid {uid} --shell /bin/bash {user}',
+                f'chroot "$1" useradd --no-create-home --uid {self.bases.service_uid} --shell /usr/sbin/nologin '
+                f'{self.bases.service_user}',
                 'mkdir -p "$1/opt/harness" "$1/testbed"',
                 f'chown {uid}:{uid} "$1/testbed"',
                 "chroot \"$1\" dpkg-query -W -f='${Package}=${Version}\\n' > "
@@ -235,15 +242,19 @@ class ImageBuilder:
                 raise ImageBuildError(f"docker import of {suite} failed: {exc.explanation or exc}") from None
 
     # ------------------------------------------------------------------ environment
-    def environment(self, spec: EnvSpec, lock_text: str, wheel_dir: Path) -> ImageRef:
-        """The environment layer: a root-owned venv installed offline from ``wheel_dir``.
+    def environment(self, spec: EnvSpec, lock_text: str, wheel_dir: Path,
+                    services: list[tuple[Any, str, Path]] | None = None) -> ImageRef:
+        """The environment layer: a root-owned venv installed offline from ``wheel_dir``,
+        plus one venv per local service (``services``: (ServiceSpec, lock text, wheel dir)).
 
         ``lock_text`` is a pip requirements file with ``--hash`` for every line; it decides
-        the tag together with the base image id.
+        the tag together with the base image id and the services' locks and build steps.
         """
+        services = services or []
         base = self.base(spec.python, spec.apt_packages)
         inputs = {"format": IMAGE_FORMAT, "base": base.image_id, "lock": content_hash(lock_text, 64),
-                  "python": spec.python}
+                  "python": spec.python,
+                  "services": [[svc.name, content_hash(lock, 64), list(svc.build)] for svc, lock, _ in services]}
         inputs_hash = content_hash(inputs)
         tag = f"harness-env:py{spec.python}-{inputs_hash}"
         image = self._find(tag)
@@ -265,10 +276,22 @@ RUN set -e; python3 -m venv {VENV}; \\
 ENV PATH={VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \\
     PIP_NO_INDEX=1 PIP_FIND_LINKS=/opt/harness/wheels PIP_DISABLE_PIP_VERSION_CHECK=1
 """
+            files: dict[str, Path | bytes] = {"wheels": wheel_dir, "requirements.lock": lock_text.encode()}
+            for svc, lock, svc_wheels in services:
+                home = f"/opt/harness/services/{svc.name}"
+                files[f"services/{svc.name}/wheels"] = svc_wheels
+                files[f"services/{svc.name}/requirements.lock"] = lock.encode()
+                files[f"services/{svc.name}/build.sh"] = ("set -e\ncd " + home + "\n" + "\n".join(svc.build)
+                                                          + "\n").encode()
+                dockerfile += f"""COPY services/{svc.name}/ {home}/
+RUN set -e; python3 -m venv {home}/venv; \\
+    {home}/venv/bin/python -m pip install --quiet --no-index --no-deps --disable-pip-version-check \\
+        --find-links {home}/wheels --require-hashes -r {home}/requirements.lock; \\
+    PATH={home}/venv/bin:$PATH bash {home}/build.sh; chmod -R go-w {home}
+"""
             labels = self._labels("env", inputs_hash, inputs)
             labels[f"{LABEL_PREFIX}.python"] = PYTHON
-            image = self._docker_build(tag, dockerfile, {"wheels": wheel_dir,
-                                                         "requirements.lock": lock_text.encode()}, labels)
+            image = self._docker_build(tag, dockerfile, files, labels)
             return self._ref(image, "env", inputs_hash, True, time.monotonic() - started)
 
     # ------------------------------------------------------------------ instance

@@ -30,6 +30,11 @@ from docker.types import DriverConfig, Mount
 from harness.errors import ContainerDied, InfrastructureError
 
 LABEL_RUN = "org.harness.run-id"
+#: What a container's root may hold when a spec's service needs network set-up; the
+#: set*id/setpcap ones let root start the tests as the harness user with nothing left.
+PRIVILEGED_SETUP_CAPS = ("NET_ADMIN", "SETUID", "SETGID", "SETPCAP")
+ROOT = "0:0"
+SERVICE_USER = "1001:1001"
 LABEL_OWNER = "org.harness.owner"
 
 
@@ -70,7 +75,12 @@ class Sandbox(Protocol):
     id: str
 
     def exec(self, argv: list[str], *, workdir: str = "/testbed", env: dict[str, str] | None = None,
-             timeout: float = 600, output_limit: int = 1 << 20) -> ExecResult: ...
+             timeout: float = 600, output_limit: int = 1 << 20, user: str | None = None) -> ExecResult: ...
+
+    def start_background(self, argv: list[str], *, user: str, workdir: str = "/tmp",
+                         env: dict[str, str] | None = None) -> None: ...
+
+    privileged_setup: bool
 
     def put_files(self, directory: str, files: dict[str, bytes], mode: int = 0o644) -> None: ...
 
@@ -91,8 +101,15 @@ class DockerBackend:
         self.user = user
         self.limits = limits or Limits()
 
-    def start(self, image: str, name_hint: str = "") -> "DockerSandbox":
-        """Create and start a sandbox. Raises InfrastructureError on engine failures."""
+    def start(self, image: str, name_hint: str = "", *, hosts: dict[str, str] | None = None,
+              net_admin: bool = False) -> "DockerSandbox":
+        """Create and start a sandbox. Raises InfrastructureError on engine failures.
+
+        ``hosts`` are extra /etc/hosts entries (names of local stand-in services).
+        ``net_admin``: the container's root may configure its (network-less) network
+        namespace for a service's set-up; commands run as the harness user never hold a
+        capability, and the test command is started with an empty bounding set.
+        """
         suffix = secrets.token_hex(4)
         base = f"harness-{_safe(name_hint)[:60]}-{suffix}"
         labels = {LABEL_RUN: self.run_id, LABEL_OWNER: "harness"}
@@ -109,7 +126,11 @@ class DockerBackend:
                                                           labels=labels))
                 mounts.append(Mount(target=target, source=vol_name, type="volume"))
             container = self.client.containers.create(
-                image, command=["sleep", "infinity"], name=base, labels=labels, user=self.user,
+                image, command=["sleep", "infinity"], name=base, labels=labels,
+                user="0:0" if net_admin else self.user,
+                cap_add=list(PRIVILEGED_SETUP_CAPS) if net_admin else None,
+                extra_hosts=hosts or None,
+                sysctls={"net.ipv4.ip_unprivileged_port_start": "0"},
                 network_mode="none", cap_drop=["ALL"], security_opt=["no-new-privileges"],
                 pids_limit=limits.pids, mem_limit=limits.memory, memswap_limit=limits.memory,
                 nano_cpus=int(limits.cpus * 1e9), read_only=True, mounts=mounts,
@@ -123,7 +144,7 @@ class DockerBackend:
                 _quiet_remove_volume(self.client, vol.name)
             raise InfrastructureError(f"starting a container from {image} failed: "
                                       f"{exc.explanation or exc}") from None
-        return DockerSandbox(self.client, container, [v.name for v in volumes])
+        return DockerSandbox(self.client, container, [v.name for v in volumes], self.user, net_admin)
 
     def cleanup_run(self, run_id: str | None = None) -> int:
         """Remove every container and volume labelled with the run id (default: this
@@ -142,12 +163,28 @@ class DockerBackend:
 
 
 class DockerSandbox:
-    def __init__(self, client: docker.DockerClient, container, volume_names: list[str]) -> None:
+    def __init__(self, client: docker.DockerClient, container, volume_names: list[str],
+                 default_user: str = "1000:1000", privileged_setup: bool = False) -> None:
         self.client = client
         self.container = container
         self.id = container.id
         self.volume_names = volume_names
+        self.default_user = default_user
+        #: root in this container holds PRIVILEGED_SETUP_CAPS (spec services need them)
+        self.privileged_setup = privileged_setup
         self._killed_by_us = False
+
+    def start_background(self, argv: list[str], *, user: str, workdir: str = "/tmp",
+                         env: dict[str, str] | None = None) -> None:
+        """Start a long-running command (a local service) and return at once."""
+        try:
+            exec_id = self.client.api.exec_create(self.id, argv, stdout=False, stderr=False, workdir=workdir,
+                                                  environment=env, user=user)["Id"]
+            self.client.api.exec_start(exec_id, detach=True)
+        except NotFound:
+            raise ContainerDied(f"container {self.id[:12]} is gone") from None
+        except APIError as exc:
+            raise InfrastructureError(f"starting a background command failed: {exc.explanation or exc}") from None
 
     def alive(self) -> bool:
         try:
@@ -169,7 +206,7 @@ class DockerSandbox:
         started = time.monotonic()
         try:
             exec_id = api.exec_create(self.id, argv, stdout=True, stderr=True, workdir=workdir,
-                                      environment=env, user=user or "")["Id"]
+                                      environment=env, user=user or self.default_user)["Id"]
             stream = api.exec_start(exec_id, stream=True, demux=False)
         except NotFound:
             raise ContainerDied(f"container {self.id[:12]} is gone") from None

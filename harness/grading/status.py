@@ -46,6 +46,7 @@ class ErrorReason(str, enum.Enum):
     TAMPERED = "tampered"
     MALFORMED_INSTANCE = "malformed_instance"
     ENVIRONMENT_BUILD_FAILED = "environment_build_failed"
+    SERVICE_UNAVAILABLE = "service_unavailable"
     REPOSITORY_UNAVAILABLE = "repository_unavailable"
     HARNESS_ERROR = "harness_error"
 
@@ -67,6 +68,7 @@ _ORIGIN = {
     ErrorReason.TEST_PATCH_APPLY_FAILED: "instance",
     ErrorReason.MALFORMED_INSTANCE: "instance",
     ErrorReason.ENVIRONMENT_BUILD_FAILED: "harness",
+    ErrorReason.SERVICE_UNAVAILABLE: "harness",
     ErrorReason.REPOSITORY_UNAVAILABLE: "harness",
     ErrorReason.HARNESS_ERROR: "harness",
 }

@@ -123,11 +123,11 @@ def test_infrastructure_faults_are_retried_and_test_failures_are_not(harness_run
     real_start = sandbox_module.DockerBackend.start
     calls = {"n": 0}
 
-    def flaky_start(self, image, name_hint=""):
+    def flaky_start(self, image, name_hint="", **kwargs):
         calls["n"] += 1
         if calls["n"] <= 2:
             raise InfrastructureError("injected: engine API error")
-        return real_start(self, image, name_hint)
+        return real_start(self, image, name_hint, **kwargs)
 
     monkeypatch.setattr(sandbox_module.DockerBackend, "start", flaky_start)
     iid = "harness-demo__calcly-1"
@@ -151,7 +151,7 @@ def test_infrastructure_faults_that_persist_become_a_harness_error(harness_run, 
     from harness.engine import sandbox as sandbox_module
     from harness.errors import InfrastructureError
 
-    def always_fail(self, image, name_hint=""):
+    def always_fail(self, image, name_hint="", **kwargs):
         raise InfrastructureError("injected: engine unavailable")
 
     monkeypatch.setattr(sandbox_module.DockerBackend, "start", always_fail)

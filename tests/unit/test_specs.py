@@ -112,12 +112,49 @@ def test_string_lists_accept_a_single_string(tmp_path):
     assert reg.get("o/r", "1").apt_packages == ("git",)
 
 
-def test_checksum_and_environment_key(registry):
+def test_checksum_differs_between_versions(registry):
     a, b = registry.get("pallets/flask", "2.3"), registry.get("pallets/flask", "2.0")
     assert a.checksum() == registry.get("pallets/flask", "2.3").checksum()
     assert a.checksum() != b.checksum()
-    assert a.environment_key() == {"python": "3.11", "apt_packages": [],
-                                   "requirements": ["pytest==7.4.4", "werkzeug==2.3.7"]}
+
+
+SERVICE_SPEC = """repo: o/r
+defaults:
+  services:
+    - name: httpbin
+      requirements: [httpbin==0.10.2]
+      command: gunicorn -b 127.0.0.1:80 httpbin:app
+      ready: ["127.0.0.1:80"]
+      hosts: [httpbin.org]
+    - name: tarpit
+      command: python3 -c pass
+      setup: ["ip addr add 10.255.255.1/32 dev lo"]
+      net_admin: true
+versions: {"1": {}}
+"""
+
+
+def test_services_are_parsed_into_typed_specs(tmp_path):
+    spec = SpecRegistry.load(spec_dir(tmp_path, SERVICE_SPEC)).get("o/r", "1")
+    httpbin, tarpit = spec.services
+    assert httpbin.name == "httpbin" and httpbin.requirements == ("httpbin==0.10.2",)
+    assert httpbin.ready == ("127.0.0.1:80",) and httpbin.venv == "/opt/harness/services/httpbin/venv"
+    assert spec.service_hosts == {"httpbin.org": "127.0.0.1"}
+    assert spec.needs_net_admin and tarpit.net_admin and not httpbin.net_admin
+
+
+@pytest.mark.parametrize("bad, field", [
+    ("    - name: Bad Name\n      command: x\n", "services[0].name"),
+    ("    - name: a\n", "services[0].command"),
+    ("    - name: a\n      command: x\n      ready: [localhost]\n", "services[0].ready"),
+    ("    - name: a\n      command: x\n      net_admin: yes please\n", "services[0].net_admin"),
+    ("    - name: a\n      command: x\n      comand: y\n", "services[0].comand"),
+])
+def test_bad_services_name_the_field(tmp_path, bad, field):
+    text = "repo: o/r\ndefaults:\n  services:\n" + bad + 'versions: {"1": {}}\n'
+    with pytest.raises(InputError) as info:
+        SpecRegistry.load(spec_dir(tmp_path, text)).get("o/r", "1")
+    assert field in str(info.value)
 
 
 # --------------------------------------------------------------------------- unknown names
@@ -243,14 +280,14 @@ def test_good_scalar_types(tmp_path):
             test_directives: none
             env: {N: 5}
             setup_files: {"setup.cfg": "[x]\\n"}
-            services: [{name: db}]
+            services: [{name: db, command: "db-server"}]
     """))
     spec = reg.get("o/r", "1")
     assert spec.install_requires_from_tree is True and spec.reinstall_after_patch is False
     assert spec.test_directives == "none"
     assert spec.env_dict == {"N": "5"}
     assert spec.setup_files == (("setup.cfg", "[x]\n"),)
-    assert spec.services == ({"name": "db"},)
+    assert [(svc.name, svc.command) for svc in spec.services] == [("db", "db-server")]
 
 
 def test_a_bad_default_fails_only_where_it_is_not_overridden(tmp_path):
