@@ -103,6 +103,8 @@ class CliRun:
     stderr: str = ""
     cpu_seconds: float = 0.0            # user + system CPU of the CLI process (host side only; not containers)
     system_busy: float = 0.0            # fraction of all CPUs busy machine-wide during the run (noise indicator)
+    daemon_cpu_seconds: float = 0.0     # CPU used by dockerd + containerd during the run
+    machine_cpu_seconds: float = 0.0    # CPU used by everything on the machine during the run
 
     @property
     def peak_hwm_kb(self) -> int:
@@ -131,6 +133,27 @@ def cpu_times() -> tuple[int, int]:
     return sum(fields) - idle, sum(fields)
 
 
+ENGINE_DAEMONS = ("dockerd", "containerd")
+
+
+def daemon_cpu_seconds(names: tuple[str, ...] = ENGINE_DAEMONS) -> float:
+    """CPU seconds (user + system) used so far by the long-lived engine daemons. The
+    short-lived containerd-shim and runc processes are not included."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            if Path(entry.path, "comm").read_text().strip() not in names:
+                continue
+            fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+        except (OSError, IndexError, ValueError):
+            continue
+    return total / tick
+
+
 def count_reports(run_dir: Path) -> int:
     n = 0
     try:
@@ -155,6 +178,7 @@ def run_cli(args: list[str], *, sample_every: float = 0.0, count_dir: Path | Non
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
         started = time.monotonic()
         busy0, total0 = cpu_times()
+        daemons0 = daemon_cpu_seconds()
         proc = subprocess.Popen(argv, stdout=out, stderr=err, cwd=PROJECT_ROOT)
         stop = threading.Event()
 
@@ -187,13 +211,15 @@ def run_cli(args: list[str], *, sample_every: float = 0.0, count_dir: Path | Non
             time.sleep(0.01)
         elapsed = time.monotonic() - started
         busy1, total1 = cpu_times()
+        daemons1 = daemon_cpu_seconds()
         proc.returncode = os.waitstatus_to_exitcode(status)
         stop.set()
         if thread:
             thread.join(5)
     run = CliRun(argv, proc.returncode, elapsed, usage.ru_maxrss, samples,
                  out_path.read_text(errors="replace"), err_path.read_text(errors="replace"),
-                 usage.ru_utime + usage.ru_stime, (busy1 - busy0) / max(1, total1 - total0))
+                 usage.ru_utime + usage.ru_stime, (busy1 - busy0) / max(1, total1 - total0),
+                 daemons1 - daemons0, (busy1 - busy0) / os.sysconf("SC_CLK_TCK"))
     shutil.rmtree(tmp, ignore_errors=True)
     return run
 

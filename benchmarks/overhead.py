@@ -234,7 +234,8 @@ def main(argv=None) -> int:
                         samples[iid]["harness"].append({
                             "cli_seconds": run.elapsed, "returncode": run.returncode, "status": rep["status"],
                             "loadavg_1m": C.os.getloadavg()[0], "system_busy": run.system_busy,
-                            "cli_cpu_seconds": run.cpu_seconds,
+                            "cli_cpu_seconds": run.cpu_seconds, "daemon_cpu_seconds": run.daemon_cpu_seconds,
+                            "machine_cpu_seconds": run.machine_cpu_seconds,
                             "timings": rep["timings"], "decomposition": decompose(rep),
                             "test_exit_code": rep["test_exit_code"],
                             "summary": summary_line(tests["output_tail"]) if tests else ""})
@@ -261,6 +262,8 @@ def main(argv=None) -> int:
             "median_cli_seconds": C.median(s["cli_seconds"] for s in h),
             "median_cli_cpu_seconds": C.median(s["cli_cpu_seconds"] for s in h),
             "median_system_busy": C.median(s["system_busy"] for s in h),
+            "median_daemon_cpu_seconds": C.median(s["daemon_cpu_seconds"] for s in h),
+            "median_machine_cpu_seconds": C.median(s["machine_cpu_seconds"] for s in h),
             "statuses": sorted({s["status"] for s in h}), "same_tests_ran": same_tests,
             "bare_summary": b[0]["summary"], "harness_summary": h[0]["summary"],
             "phases": {k: C.median(s["timings"].get(k, 0.0) for s in h) for k in [*PHASES, "total", "wall"]},
@@ -304,6 +307,12 @@ def main(argv=None) -> int:
           "### Where the overhead goes (median s)\n",
           C.markdown_table(["instance", "overhead", "container create+start+remove", "setup docker execs",
                             "archive API + host work", "image lookup", "tests exec − bare"], decomp_rows)]
+    cpu = [per_instance[i] for i in ids]
+    md.append("\nCPU of one `harness run --instance-ids ID` invocation (medians over all instances and rounds): "
+              f"harness process {C.fmt(C.median(a['median_cli_cpu_seconds'] for a in cpu))} s, dockerd + containerd "
+              f"{C.fmt(C.median(a['median_daemon_cpu_seconds'] for a in cpu))} s, whole machine "
+              f"{C.fmt(C.median(a['median_machine_cpu_seconds'] for a in cpu))} s (all processes, other sessions "
+              "included).\n")
     text = "\n".join(md)
     print(text)
     out = C.write_results("overhead", {"machine": machine, "command": C.command_line(), "rounds": args.rounds,

@@ -125,6 +125,10 @@ def main(argv=None) -> int:
                 ["peak RSS, wait4 (MB)", f"{run.maxrss_kb / 1024:.0f}"],
                 ["harness process CPU per instance (s)", C.fmt(run.cpu_seconds / max(1, len(reports)), 3)],
                 ["machine CPU busy during the run (all processes) (%)", f"{run.system_busy * 100:.0f}"],
+                ["dockerd + containerd CPU per instance (s)",
+                 C.fmt(run.daemon_cpu_seconds / max(1, len(reports)), 3)],
+                ["machine CPU per instance, all processes (s)",
+                 C.fmt(run.machine_cpu_seconds / max(1, len(reports)), 3)],
                 ["instance images built in the run / build seconds summed", f"{built} / {build_seconds:.0f}"],
             ]),
             "\nSampled every second (a checkpoint reached only at exit shows the last sample's RSS and "

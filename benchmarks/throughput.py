@@ -71,7 +71,8 @@ def main(argv=None) -> int:
                     "median_start_phase": C.median(rp["timings"].get("start") for rp in reports.values()),
                     "max_threads": max((s.threads for s in r.samples), default=0),
                     "loadavg_1m_after": C.os.getloadavg()[0], "cpu_seconds": r.cpu_seconds,
-                    "system_busy": r.system_busy})
+                    "system_busy": r.system_busy, "daemon_cpu_seconds": r.daemon_cpu_seconds,
+                    "machine_cpu_seconds": r.machine_cpu_seconds})
                 print(f"repeat {rep + 1}: {w} workers {r.elapsed:.1f} s", file=sys.stderr)
         base = C.median(x["elapsed"] for x in results[args.workers[0]])
         rows = []
@@ -83,6 +84,8 @@ def main(argv=None) -> int:
                 C.fmt(C.median(x["median_start_phase"] for x in xs), 3),
                 f"{max(x['maxrss_kb'] for x in xs) / 1024:.0f}", f"{max(x['peak_hwm_kb'] for x in xs) / 1024:.0f}",
                 C.fmt(C.median(x["cpu_seconds"] for x in xs) / n, 3),
+                C.fmt(C.median(x["daemon_cpu_seconds"] for x in xs) / n, 3),
+                C.fmt(C.median(x["machine_cpu_seconds"] for x in xs) / n, 3),
                 f"{C.median(x['system_busy'] for x in xs) * 100:.0f}",
                 ", ".join(f"{k} {v}" for k, v in sorted(xs[0]["statuses"].items()))])
         text = "\n".join([
@@ -90,12 +93,15 @@ def main(argv=None) -> int:
             C.markdown_table(["workers", "elapsed (s)", "instances/hour", f"speed-up vs {args.workers[0]}",
                               "per-instance wall (s)", "tests phase (s)", "start phase (s)",
                               "peak RSS, wait4 (MB)", "peak VmHWM, sampled (MB)",
-                              "harness CPU / instance (s)", "machine CPU busy (%)", "statuses"], rows),
+                              "harness CPU / instance (s)", "dockerd+containerd CPU / instance (s)",
+                              "machine CPU / instance (s)", "machine CPU busy (%)", "statuses"], rows),
             "\nElapsed: whole `harness run` process (start-up and summary included), median over repeats. "
             "Per-instance columns: median of report.json `timings` within a run, then median over repeats. "
             "Each container is limited to 1 CPU (harness default `Limits.cpus`). *Harness CPU* is the "
             "CLI process's own user+system time (host side: Python, git; container CPU excluded). *Machine CPU "
-            "busy*: all CPUs, all processes, during the run (/proc/stat) — other sessions included.\n"])
+            "busy* and *machine CPU*: all CPUs, all processes, during the run (/proc/stat) — other sessions "
+            "included; the difference between machine CPU and harness + daemons is mostly the containers' own "
+            "processes (pytest, git, cp) plus containerd-shim/runc.\n"])
         print(text)
         out = C.write_results("throughput", {"machine": machine, "command": C.command_line(), "instances": n,
                                              "results": results, "markdown": text}, args.out)

@@ -32,7 +32,7 @@ from harness.engine.images import PRISTINE_TREE, PYTHON, VENV
 from harness.engine.sandbox import ExecResult, Sandbox
 from harness.errors import (ContainerDied, GradingOutcome, PatchApplyFailed, PatchRejected,
                             ServiceUnavailable, TestPatchApplyFailed)
-from harness.grading.grade import Grade, grade
+from harness.grading.grade import Grade, TestLists, grade
 from harness.grading.parsers import RunArtefacts, get_parser
 from harness.grading.status import ErrorReason, InstanceStatus, TestStatus
 from harness.instances import Instance
@@ -384,7 +384,7 @@ class Evaluator:
                     raise ServiceUnavailable(f"service {svc.name}: set-up {step!r} failed: {res.output[-800:]}")
             env = {**BASE_ENV, "PATH": f"{svc.venv}/bin:{BASE_ENV['PATH']}", **dict(svc.env)}
             log = f"/tmp/service-{svc.name}.log"
-            sandbox.start_background(env_argv(env, ["/bin/bash", "-c", f"exec {svc.command} >{log} 2>&1"]),
+            sandbox.start_background(env_argv(env, ["/bin/bash", "-c", f"( {svc.command} ) >{log} 2>&1"]),
                                      user="1001:1001", workdir="/tmp")
             self.result.commands.append(CommandRecord("service_start", ["/bin/bash", "-c", svc.command], None, 0.0))
             if svc.ready:
@@ -484,7 +484,8 @@ def judge_run(instance: Instance, parser_name: str, output: str, junit_xml: byte
     """Parse a finished test run's artefacts and grade them. Pure: used by the live
     evaluation and by ``harness report`` to re-grade saved outputs."""
     parser = get_parser(parser_name)
-    graded = (*instance.fail_to_pass, *instance.pass_to_pass)
+    tests, ignored = gradable_tests(instance)
+    graded = (*tests.fail_to_pass, *tests.pass_to_pass)
     parsed = parser(RunArtefacts(output=output, junit_xml=junit_xml, known_files=tuple(test_files),
                                  graded_ids=graded))
     statuses = dict(parsed.statuses)
@@ -501,8 +502,29 @@ def judge_run(instance: Instance, parser_name: str, output: str, junit_xml: byte
     if reason is None and not statuses:
         reason = ErrorReason.SUITE_DID_NOT_RUN
         detail = f"no test results (runner exit code {exit_code}; {'; '.join(parsed.notes[:3])})"
-    return Judgement(grade(instance.tests, statuses, reason), reason, detail, flags, details,
+    if ignored:
+        flags.append("dataset_ids_ignored")
+        details["ignored_test_ids"] = ignored
+    return Judgement(grade(tests, statuses, reason), reason, detail, flags, details,
                      parsed.source, parsed.notes[:50], sorted(statuses))
+
+
+def gradable_tests(instance: Instance) -> tuple[TestLists, list[str]]:
+    """The instance's test lists without entries that cannot name a test.
+
+    Some published lists hold fragments of log lines (``[100%]``, ``[``) that the
+    dataset's own log parser mistook for test ids; no runner reports them, so they would
+    count as missing forever. They are left out of grading and listed in the report
+    (``integrity.ignored_test_ids``) and by ``harness validate``.
+    """
+    def names_a_test(test_id: str) -> bool:
+        return "::" in test_id or test_id.endswith(".py")
+
+    ignored = [t for t in (*instance.fail_to_pass, *instance.pass_to_pass) if not names_a_test(t)]
+    if not ignored:
+        return instance.tests, []
+    return (TestLists(tuple(t for t in instance.fail_to_pass if names_a_test(t)),
+                      tuple(t for t in instance.pass_to_pass if names_a_test(t))), ignored)
 
 
 def apply_judgement(result: InstanceResult, judged: Judgement) -> None:

@@ -9,6 +9,7 @@ For each instance:
   (the dataset claims they need the fix; they do not);
 * ``p2p_fail_with_reference`` — PASS_TO_PASS tests that fail in a reference repeat;
 * ``empty_resolved`` — the empty patch resolves the instance (a control failure);
+* ``ignored_test_ids`` — listed ids that name no test (left out of grading);
 * ``reasons`` — one sentence per finding.
 
 Later scoring uses it to state denominators honestly: ``compare --validity``.
@@ -58,6 +59,9 @@ def instance_validity(instance_id: str, f2p: Sequence[str], p2p: Sequence[str],
         reasons.append(f"{t} is in PASS_TO_PASS but fails with the reference patch")
     if empty_resolved:
         reasons.append("the empty patch resolves this instance: its tests do not detect the bug")
+    ignored = sorted({t for g in gold for t in (g.get("integrity") or {}).get("ignored_test_ids", [])})
+    for t in ignored:
+        reasons.append(f"{t!r} names no test (a fragment of a log line in the published list); not graded")
     if empty is not None and empty.get("status") == "INVALID":
         reasons.append(f"the empty-patch run is INVALID: {empty.get('error_reason')}")
     return {
@@ -69,6 +73,7 @@ def instance_validity(instance_id: str, f2p: Sequence[str], p2p: Sequence[str],
         "flaky_tests": flaky,
         "f2p_pass_without_fix": f2p_free,
         "p2p_fail_with_reference": p2p_bad,
+        "ignored_test_ids": ignored,
         "valid": reference_full and not flaky and not empty_resolved,
         "reasons": reasons,
     }

@@ -270,3 +270,15 @@ def test_statuses_are_string_valued_for_json():
     assert TestStatus("XFAIL") is X
     assert InstanceStatus("PARTIAL") is InstanceStatus.PARTIAL
     assert ErrorReason("patch_apply_failed") is ErrorReason.PATCH_APPLY_FAILED
+
+
+def test_dataset_fragments_that_name_no_test_are_left_out_of_grading():
+    from harness.evaluation import gradable_tests
+    from harness.instances import parse_instance
+    inst = parse_instance({"instance_id": "x", "repo": "o/r", "base_commit": "abcdef1", "patch": "",
+                           "test_patch": "diff", "FAIL_TO_PASS": ["t.py::a"],
+                           "PASS_TO_PASS": ["t.py::b", "[100%]", "[", "t.py"]})
+    tests, ignored = gradable_tests(inst)
+    assert tests.fail_to_pass == ("t.py::a",)
+    assert tests.pass_to_pass == ("t.py::b", "t.py")
+    assert ignored == ["[100%]", "["]
