@@ -47,6 +47,10 @@ class LockedWheelhouse:
     pins: tuple[str, ...]
 
 
+#: The newest manylinux_2_<minor> that uv's --python-platform accepts.
+UV_NEWEST_GLIBC_MINOR = 40
+
+
 def _normalise(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
@@ -85,7 +89,9 @@ class Wheelhouse:
             requirements = [*requirements, str(tree)]
         if not requirements:
             return []
-        glibc = self.glibc_by_python.get(python, "2.17").replace(".", "_")
+        major, minor = (int(x) for x in self.glibc_by_python.get(python, "2.17").split("."))
+        # uv names platforms up to a fixed glibc; a newer target can use any of those wheels.
+        glibc = f"{major}_{min(minor, UV_NEWEST_GLIBC_MINOR)}"
         cmd = [_uv(), "pip", "compile", "-", "--python-version", python,
                "--python-platform", f"x86_64-manylinux_{glibc}", "--no-header", "--no-annotate",
                "--quiet", "--no-config"]
