@@ -61,6 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--predictions", help="'gold', 'empty' or a predictions file; default: the demo predictions")
     run.add_argument("--run-id", help="name of the run directory (default: derived from the model and time)")
     run.add_argument("--manifest", type=Path, help="re-run under a pinned manifest.json; refuse if inputs differ")
+    run.add_argument("--control", type=Path, metavar="RUN_DIR",
+                     help="a reference-patch run of the same instances: flag runs that collect fewer graded tests")
     run.set_defaults(func=cmd_run)
 
     validate = sub.add_parser("validate", parents=[common],
@@ -199,7 +201,8 @@ def execute_run(args: argparse.Namespace, instances_path: Path, predictions_arg:
     without = [i.instance_id for i in loaded.instances if i.instance_id not in with_prediction]
 
     config = RunConfig(run_id=run_id, output_dir=output_dir, cache_dir=cache_dir,
-                       eval=EvalConfig(timeout=args.timeout), max_workers=args.max_workers, force=args.force)
+                       eval=EvalConfig(timeout=args.timeout), max_workers=args.max_workers, force=args.force,
+                       control_dir=getattr(args, "control", None))
     progress = _Progress(len(tasks), enabled=not args.quiet and sys.stderr.isatty())
     runner = BatchRunner(config, client, Preparer(client, specs, resolver, cache_dir), progress=progress.update)
     if manifest is not None:

@@ -73,6 +73,8 @@ class RunConfig:
     retries: int = 3
     limits: Limits = field(default_factory=Limits)
     force: bool = False
+    #: a reference-patch run of the same instances: collected test ids are compared with it
+    control_dir: Path | None = None
 
     def grading_key(self) -> str:
         return content_hash({"eval": self.eval.as_dict(), "limits": self.limits.__dict__, "version": __version__})
@@ -279,6 +281,8 @@ class BatchRunner:
                         "env_id": prepared.env_image.image_id, "tree_sha": prepared.tree_sha,
                         "built": prepared.image.built, "build_seconds": round(prepared.image.build_seconds, 3)}
         result.checksums.update({k: v for k, v in self.cache_key(task, prepared).items() if k != "image_inputs"})
+        if self.config.control_dir is not None:
+            compare_with_control(result, instance, self.config.control_dir)
         self._write(task, result, evaluation)
         log.info("instance.done", status=result.status.value, resolved=result.resolved,
                  error_reason=result.error_reason.value if result.error_reason else None,
@@ -384,6 +388,20 @@ class BatchRunner:
         order = {(t.instance.instance_id, t.prediction.attempt): i for i, t in enumerate(tasks)}
         results.sort(key=lambda r: order.get((r.instance_id, r.attempt), 0))
         return results
+
+
+def compare_with_control(result: InstanceResult, instance: Instance, control_dir: Path) -> None:
+    """Flag a run that collected fewer of the graded tests than the reference-patch
+    control run of the same instance did (tests deleted, renamed or hidden)."""
+    control = load_report(Path(control_dir) / instance.instance_id / "report.json")
+    if control is None or not control.collected or result.status is InstanceStatus.INVALID:
+        return
+    graded = {*instance.fail_to_pass, *instance.pass_to_pass}
+    lost = sorted((graded & set(control.collected)) - set(result.collected))
+    result.integrity_details["control_collected"] = len(set(control.collected) & graded)
+    if lost:
+        result.integrity_flags.append("collected_fewer_than_control")
+        result.integrity_details["not_collected_but_in_control"] = lost[:50]
 
 
 def _retryable_preparation(exc: BaseException) -> bool:

@@ -82,3 +82,22 @@ def test_a_model_patch_that_edits_the_tests_does_not_survive(harness_run, tmp_pa
     assert "patch_touched_tests" in report["integrity"]["flags"]
     assert "patch_touched_test_infra" in report["integrity"]["flags"]
     assert set(report["tests_status"]["FAIL_TO_PASS"]["failure"]) == set(demo_instance(CALCLY)["FAIL_TO_PASS"])
+
+
+def test_a_run_collecting_fewer_graded_tests_than_the_control_is_flagged(harness_run, tmp_path):
+    """The model's patch renames a name the test module imports, so the module no longer
+    collects: compared with the reference-patch run, fewer graded tests were collected."""
+    control = harness_run("--instances", str(DEMO_DIR / "instances.jsonl"), "--predictions", "gold",
+                          "--instance-ids", CALCLY, run_id="control")
+    stats = base_file(CALCLY, "calcly/stats.py")
+    patched = stats.replace("class StatsError(ValueError):", "class _StatsError(ValueError):")
+    assert patched != stats
+    preds = write_predictions(tmp_path / "p.jsonl", {CALCLY: edit(CALCLY, {"calcly/stats.py": patched})})
+    run = harness_run("--instances", str(DEMO_DIR / "instances.jsonl"), "--predictions", str(preds),
+                      "--instance-ids", CALCLY, "--control", str(control.root), run_id="fewer")
+    report = run.report(CALCLY)
+    assert not report["resolved"]
+    assert "collected_fewer_than_control" in report["integrity"]["flags"]
+    assert report["integrity"]["not_collected_but_in_control"]
+    assert report["integrity"]["control_collected"] == len(demo_instance(CALCLY)["FAIL_TO_PASS"]) + \
+        len(demo_instance(CALCLY)["PASS_TO_PASS"])
