@@ -90,6 +90,8 @@ class Sample:
     threads: int
     fds: int
     done: int | None = None  # report.json files written so far (when counted)
+    busy_jiffies: int = 0    # machine-wide, cumulative (/proc/stat): busy share of a segment = Δbusy / Δtotal
+    total_jiffies: int = 0
 
 
 @dataclass
@@ -99,6 +101,7 @@ class CliRun:
     elapsed: float
     maxrss_kb: int                      # ru_maxrss from wait4 (the CLI process and its reaped children)
     samples: list[Sample] = field(default_factory=list)
+    started_at: float = 0.0             # time.time() at start
     stdout: str = ""
     stderr: str = ""
     cpu_seconds: float = 0.0            # user + system CPU of the CLI process (host side only; not containers)
@@ -176,7 +179,7 @@ def run_cli(args: list[str], *, sample_every: float = 0.0, count_dir: Path | Non
     out_path, err_path = tmp / "stdout.txt", tmp / "stderr.txt"
     samples: list[Sample] = []
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        started = time.monotonic()
+        started, started_at = time.monotonic(), time.time()
         busy0, total0 = cpu_times()
         daemons0 = daemon_cpu_seconds()
         proc = subprocess.Popen(argv, stdout=out, stderr=err, cwd=PROJECT_ROOT)
@@ -191,7 +194,7 @@ def run_cli(args: list[str], *, sample_every: float = 0.0, count_dir: Path | Non
                     except OSError:
                         fds = -1
                     s = Sample(round(time.monotonic() - started, 3), status[0], status[1], status[2], fds,
-                               count_reports(count_dir) if count_dir is not None else None)
+                               count_reports(count_dir) if count_dir is not None else None, *cpu_times())
                     samples.append(s)
                     if on_sample:
                         on_sample(s)
@@ -216,7 +219,7 @@ def run_cli(args: list[str], *, sample_every: float = 0.0, count_dir: Path | Non
         stop.set()
         if thread:
             thread.join(5)
-    run = CliRun(argv, proc.returncode, elapsed, usage.ru_maxrss, samples,
+    run = CliRun(argv, proc.returncode, elapsed, usage.ru_maxrss, samples, started_at,
                  out_path.read_text(errors="replace"), err_path.read_text(errors="replace"),
                  usage.ru_utime + usage.ru_stime, (busy1 - busy0) / max(1, total1 - total0),
                  daemons1 - daemons0, (busy1 - busy0) / os.sysconf("SC_CLK_TCK"))

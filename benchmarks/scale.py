@@ -75,6 +75,14 @@ def main(argv=None) -> int:
         if run.returncode != 0:
             print(run.stderr[-3000:], file=sys.stderr)
         reports = C.read_reports(run_dir)
+        # compact per-instance records, in completion order (report.json mtime)
+        per_instance = sorted(({
+            "instance_id": iid, "finished": (run_dir / iid / "report.json").stat().st_mtime - run.started_at,
+            "wall": rp["timings"].get("wall"), "image_lookup_and_build": (rp["timings"].get("wall") or 0)
+            - (rp["timings"].get("total") or 0), "build_seconds": (rp.get("image") or {}).get("build_seconds"),
+            "start": rp["timings"].get("start"), "cleanup": rp["timings"].get("cleanup"),
+            "tests": rp["timings"].get("tests"), "status": rp["status"]} for iid, rp in reports.items()),
+            key=lambda r: r["finished"])
         statuses: dict[str, int] = {}
         for rp in reports.values():
             statuses[rp["status"]] = statuses.get(rp["status"], 0) + 1
@@ -99,26 +107,49 @@ def main(argv=None) -> int:
                          f"{hit.done / hit.t * 3600:.0f}", f"{hit.rss_kb / 1024:.0f}", f"{hit.hwm_kb / 1024:.0f}",
                          hit.fds, hit.threads])
             prev = (hit.done, hit.t)
+        seg_rows, seg_data, lo = [], [], 0
+        bounds = sorted({*args.checkpoints, *range(100, len(per_instance) + 1, 100)})
+        for hi in [b for b in bounds if b <= len(per_instance)]:
+            part = per_instance[lo:hi]
+            if not part:
+                continue
+            t0 = per_instance[lo - 1]["finished"] if lo else 0.0
+            sa = [s for s in samples if t0 <= s.t <= part[-1]["finished"]]
+            busy = ((sa[-1].busy_jiffies - sa[0].busy_jiffies) / max(1, sa[-1].total_jiffies - sa[0].total_jiffies)
+                    if len(sa) > 1 else float("nan"))
+            row = {"from": lo + 1, "to": hi, "seconds_per_instance": (part[-1]["finished"] - t0) / len(part),
+                   "median_wall": C.median(r["wall"] for r in part),
+                   "median_image_lookup_and_build": C.median(r["image_lookup_and_build"] for r in part),
+                   "median_start": C.median(r["start"] for r in part),
+                   "median_tests": C.median(r["tests"] for r in part), "machine_busy": busy}
+            seg_data.append(row)
+            seg_rows.append([f"{lo + 1}–{hi}", C.fmt(row["seconds_per_instance"], 3), C.fmt(row["median_wall"], 3),
+                             C.fmt(row["median_image_lookup_and_build"], 3), C.fmt(row["median_start"], 3),
+                             C.fmt(row["median_tests"], 3), f"{busy * 100:.0f}"])
+            lo = hi
         progressing = [s for s in samples if 0 < s.done < len(reports)]
         a, b, r2 = linear_fit([s.done for s in progressing], [s.t for s in progressing]) if len(progressing) > 2 \
             else (float("nan"),) * 3
         first, lastcp = (checkpoints[0], checkpoints[-1]) if checkpoints else ({}, {})
         growth = ((lastcp["rss_kb"] - first["rss_kb"]) / (lastcp["done"] - first["done"])
                   if checkpoints and lastcp["done"] > first["done"] else float("nan"))
-        finish = [s for s in run.samples if s.done is not None and s.done >= len(reports)]
-        tail = run.elapsed - finish[0].t if finish else float("nan")
+        tail = run.elapsed - per_instance[-1]["finished"] if per_instance else float("nan")
         text = "\n".join([
             C.header(f"Scale: {args.n} instances in one run, {args.max_workers} workers", machine),
             C.markdown_table(["checkpoint", "done", "elapsed (s)", "s / instance (cumulative)",
                               "s / instance (this segment)", "instances/hour", "RSS (MB)", "peak RSS (MB)",
                               "open fds", "threads"], rows),
+            "\n### Per segment of finished instances (completion order)\n",
+            C.markdown_table(["instances", "s / instance (elapsed)", "instance wall, median (s)",
+                              "image lookup + build, median (s)", "start phase, median (s)",
+                              "tests phase, median (s)", "machine CPU busy (%)"], seg_rows),
             "",
             C.markdown_table(["quantity", "value"], [
                 ["instances finished / statuses", f"{len(reports)} / " + ", ".join(
                     f"{k} {v}" for k, v in sorted(statuses.items()))],
                 ["exit code", run.returncode],
                 ["whole run (s)", C.fmt(run.elapsed, 0)],
-                ["after the last report.json until exit (summary, manifest) (s)", C.fmt(tail, 1)],
+                ["after the last report.json until exit (summary, manifest) (s)", C.fmt(tail, 2)],
                 ["linear fit elapsed = a + b·done: b (s/instance), a (s), r²",
                  f"{C.fmt(b, 3)}, {C.fmt(a, 1)}, {C.fmt(r2, 4)}"],
                 ["RSS growth between first and last checkpoint (KB / instance)", C.fmt(growth, 1)],
@@ -141,7 +172,8 @@ def main(argv=None) -> int:
                                         "returncode": run.returncode, "maxrss_kb": run.maxrss_kb,
                                         "statuses": statuses, "checkpoints": checkpoints,
                                         "fit": {"a": a, "b": b, "r2": r2}, "build_seconds": build_seconds,
-                                        "built": built, "samples": [s.__dict__ for s in run.samples],
+                                        "built": built, "segments": seg_data, "per_instance": per_instance,
+                                        "samples": [s.__dict__ for s in run.samples],
                                         "stderr_tail": run.stderr[-3000:], "markdown": text}, args.out)
         print(f"\nraw results: {out}", file=sys.stderr)
     finally:

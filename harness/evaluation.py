@@ -28,7 +28,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Callable
 
-from harness.engine.images import PRISTINE_TREE, PYTHON, VENV
+from harness.engine.images import PRISTINE_TREE, VENV
 from harness.engine.sandbox import ExecResult, Sandbox
 from harness.errors import (ContainerDied, GradingOutcome, PatchApplyFailed, PatchRejected,
                             ServiceUnavailable, TestPatchApplyFailed)

@@ -47,7 +47,7 @@ from typing import Any
 import docker
 from docker.errors import APIError
 
-from harness.engine.images import LABEL_PREFIX, ImageBuilder, ImageRef
+from harness.engine.images import LABEL_PREFIX, ImageBuilder, ImageRef, stream_build
 from harness.errors import HarnessError, ImageBuildError, InputError
 from harness.hashing import content_hash
 from harness.locks import file_lock
@@ -227,24 +227,12 @@ def _build(client: docker.DockerClient, tag: str, material: dict[str, Any], labe
                         _add_dir(tar, f"src/{d}")
                 _add_bytes(tar, f"src/{f.relpath}", f.data, f.mode)
         context.seek(0)
-        log: list[str] = []
-        try:
-            for chunk in client.api.build(fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True,
-                                          network_mode="none", labels=labels, decode=True, pull=False,
-                                          buildargs={"BASE_IMAGE": base.tag, "SELF_TAG": tag}):
-                if "stream" in chunk:
-                    log.append(chunk["stream"])
-                if "error" in chunk:
-                    raise ImageBuildError(f"building {tag} failed: {chunk['error'].strip()}",
-                                          log="".join(log)[-20000:])
-        except APIError as exc:
-            raise ImageBuildError(f"building {tag} failed: {exc.explanation or exc}",
-                                  log="".join(log)[-20000:]) from None
+        log = stream_build(client, context, tag, labels, buildargs={"BASE_IMAGE": base.tag, "SELF_TAG": tag})
     _remove_build_stage(client, tag)
     try:
         return client.images.get(tag)
     except docker.errors.ImageNotFound:
-        raise ImageBuildError(f"building {tag} produced no image", log="".join(log)[-20000:]) from None
+        raise ImageBuildError(f"building {tag} produced no image", log=log) from None
 
 
 def _remove_build_stage(client: docker.DockerClient, tag: str) -> None:

@@ -158,22 +158,10 @@ class ImageBuilder:
                     else:
                         tar.add(str(src), arcname=name, filter=_normalise_tarinfo)
             context.seek(0)
-            log: list[str] = []
-            try:
-                for chunk in self.client.api.build(fileobj=context, custom_context=True, tag=tag, rm=True,
-                                                   forcerm=True, network_mode="none", labels=labels,
-                                                   decode=True, pull=False):
-                    if "stream" in chunk:
-                        log.append(chunk["stream"])
-                    if "error" in chunk:
-                        raise ImageBuildError(f"building {tag} failed: {chunk['error'].strip()}",
-                                              log="".join(log)[-20000:])
-            except APIError as exc:
-                raise ImageBuildError(f"building {tag} failed: {exc.explanation or exc}",
-                                      log="".join(log)[-20000:]) from None
+            log = stream_build(self.client, context, tag, labels)
         image = self._find(tag)
         if image is None:
-            raise ImageBuildError(f"building {tag} produced no image", log="".join(log)[-20000:])
+            raise ImageBuildError(f"building {tag} produced no image", log=log)
         return image
 
     # ------------------------------------------------------------------ base
@@ -343,6 +331,24 @@ WORKDIR /testbed
                 files = {"testbed.tar": tree_tar, "install.sh": script.encode()}
                 image = self._docker_build(tag, dockerfile, files, labels)
             return self._ref(image, "inst", inputs_hash, True, time.monotonic() - started)
+
+
+def stream_build(client: docker.DockerClient, context, tag: str, labels: dict[str, str],
+                 buildargs: dict[str, str] | None = None) -> str:
+    """Build ``tag`` from a tar build context (a file object) with no network and no pull.
+    Returns the build log's tail; raises ImageBuildError with it when the build fails."""
+    log: list[str] = []
+    try:
+        for chunk in client.api.build(fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True,
+                                      network_mode="none", labels=labels, decode=True, pull=False,
+                                      buildargs=buildargs):
+            if "stream" in chunk:
+                log.append(chunk["stream"])
+            if "error" in chunk:
+                raise ImageBuildError(f"building {tag} failed: {chunk['error'].strip()}", log="".join(log)[-20000:])
+    except APIError as exc:
+        raise ImageBuildError(f"building {tag} failed: {exc.explanation or exc}", log="".join(log)[-20000:]) from None
+    return "".join(log)[-20000:]
 
 
 def _tag_safe(text: str) -> str:

@@ -20,12 +20,12 @@ import secrets
 import tarfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 import docker
 from docker.errors import APIError, NotFound
-from docker.types import DriverConfig, Mount
+from docker.types import Mount
 
 from harness.errors import ContainerDied, InfrastructureError
 

@@ -12,7 +12,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 
 from harness.demo import DEMO_DIR
 from tests.conftest import leftover_containers
