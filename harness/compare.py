@@ -655,7 +655,7 @@ def compare_with_claims(run_dir: str | os.PathLike[str], claims_path: str | os.P
         elif outcome.resolved:
             reason = f"harness resolved it ({outcome.evidence.status or 'FULL'})"
         else:
-            reason = outcome.evidence.reason()
+            reason = outcome.evidence.reason(limit=5)
         discordant.append(DiscordantInstance(
             instance_id=instance_id,
             repo=outcome.repo if outcome else repo_of(instance_id),
@@ -785,7 +785,7 @@ class RunsComparison:
 def _outcome_reason(outcome: InstanceOutcome) -> str:
     if outcome.resolved:
         return f"resolved ({outcome.evidence.status or 'FULL'})"
-    return outcome.evidence.reason()
+    return outcome.evidence.reason(limit=5)  # the full lists stay in the run's reports
 
 
 def compare_runs(run_a: str | os.PathLike[str], run_b: str | os.PathLike[str], seed: int = 0, *,
