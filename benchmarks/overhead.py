@@ -5,13 +5,13 @@ For each instance (warm images), interleaved and repeated:
 * **harness**: ``harness run --instance-ids ID --force`` in a subprocess; the per-instance
   wall time is report.json ``timings.wall`` (image lookup + evaluation, excluding process
   start-up), the process wall time is reported beside it;
-* **bare**: the *same* test argv the harness runs (``build_test_command`` wrapped in
-  ``timeout`` and ``env -i``), executed with the Docker SDK (``exec_run``) in an
-  already-started container of the same instance image with the harness's limits. The
-  container is brought to the test-ready state by the harness's own ``Evaluator`` (tree
-  copied to /testbed, model patch, restores, test patch, canaries), run once in-process
-  through a Sandbox proxy that records the test argv and keeps the container; only the
-  ``docker exec`` of the test command is timed.
+* **bare**: the *same* test command the harness runs (``build_test_command`` wrapped in
+  ``timeout`` and ``env -i``; same user and workdir), executed with the Docker SDK
+  (``exec_run``) in an already-started container of the same instance image with the
+  harness's limits. The container is brought to the test-ready state by the harness itself:
+  ``BatchRunner.evaluate`` runs once in-process with its backend wrapped so that the sandbox
+  is kept open (tree copied to /testbed, model patch, restores, test patch, canaries,
+  services); only the ``docker exec`` of the test command is timed.
 
 Order alternates every round (harness first, then bare first), and instances are visited
 forwards then backwards, so drift in machine load hits both sides alike.
@@ -34,8 +34,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
 
-PHASES = ["start", "apply_patch", "restore_tests", "apply_test_patch", "reinstall", "tests", "copy_out",
-          "grade", "cleanup", "validate"]
+#: report.json timings keys that are aggregates, not phases ("prepare" is the runner's preparation,
+#: which overwrites the evaluator's own "prepare" phase of the same name).
+AGGREGATES = ("total", "wall", "prepare")
+SHOWN = ["start", "apply_patch", "restore_tests", "apply_test_patch", "tests", "copy_out", "grade", "cleanup"]
+
+
+def phase_sum(timings: dict) -> float:
+    return sum(v for k, v in timings.items() if k not in AGGREGATES)
 
 
 def parse_args(argv=None):
@@ -58,68 +64,75 @@ def parse_args(argv=None):
 # ----------------------------------------------------------------------------- the bare side
 
 class _KeepOpen:
-    """A Sandbox proxy for the harness's own Evaluator: records the test command's exact argv
-    and does not remove the container at the end, so the container stays in exactly the state
-    the harness ran the tests in (tree, patches, restored files, canaries, output dir)."""
+    """A Sandbox proxy: records the test command (its argv, user, workdir, env) and does not
+    remove the container at the end, so the container stays in exactly the state the harness
+    ran the tests in (tree, patches, restored files, canaries, services, output dir)."""
 
     def __init__(self, sandbox) -> None:
         self._sandbox = sandbox
-        self.test_argv: list[str] | None = None
+        self.test_call: tuple[list[str], dict] | None = None
 
     def __getattr__(self, name):
         return getattr(self._sandbox, name)
 
     def exec(self, argv, **kwargs):
-        if "/usr/bin/timeout" in argv and self.test_argv is None:
-            self.test_argv = list(argv)
+        if "/usr/bin/timeout" in argv and self.test_call is None:
+            self.test_call = (list(argv), dict(kwargs))
         return self._sandbox.exec(argv, **kwargs)
 
     def close(self) -> None:  # the benchmark removes it
         pass
 
 
-class _Pristine:
-    def __init__(self, repo_path: Path, commit: str) -> None:
-        import git
-        self.repo, self.commit = git.Repo(repo_path), commit
+class _KeepingBackend:
+    """Wraps the runner's DockerBackend: every sandbox it starts is kept open."""
 
-    def read(self, path: str):
-        from harness.repos import blob_mode, read_blob
-        data = read_blob(self.repo, self.commit, path)
-        return None if data is None else (data, blob_mode(self.repo, self.commit, path) or 0o100644)
+    def __init__(self, real) -> None:
+        self.real = real
+        self.kept: list[_KeepOpen] = []
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    def start(self, *args, **kwargs):
+        sandbox = _KeepOpen(self.real.start(*args, **kwargs))
+        self.kept.append(sandbox)
+        return sandbox
 
 
 class BareContainer:
     """An already-started container of the instance image, brought to the state in which the
-    harness runs the tests *by the harness's own Evaluator* (so it follows whatever the harness
-    does: patch strategies, restores, canaries); ``run()`` then times only a ``docker exec`` of
-    the recorded test argv (the ``env -i ...`` wrapper included) in it."""
+    harness runs the tests *by the harness itself* (``BatchRunner.evaluate`` in-process, with
+    its backend wrapped so the container is kept; so it follows whatever the harness does:
+    patch strategies, restores, canaries, services, privilege drop). ``run()`` then times only
+    a ``docker exec`` of the recorded test command (same argv, user, workdir) in it."""
 
-    def __init__(self, client, backend, prepared, instance, prediction) -> None:
-        from harness.evaluation import EvalConfig, Evaluator
-        self.client = client
-        self.proxy: _KeepOpen | None = None
-        pristine = _Pristine(prepared.repo_path, instance.base_commit)
-
-        def start():
-            self.proxy = _KeepOpen(backend.start(prepared.image.tag, f"bench-bare-{instance.instance_id}"))
-            return self.proxy
-
+    def __init__(self, runner, task) -> None:
+        backend = _KeepingBackend(runner.backend)
+        runner.backend = backend
         try:
-            evaluation = Evaluator(instance, prediction, prepared.spec, pristine.read, EvalConfig()).run(start)
+            result = runner.evaluate(task)
         finally:
-            pristine.repo.close()
-        self.status = evaluation.result.status.value
-        if self.proxy is None or self.proxy.test_argv is None:
+            runner.backend = backend.real
+        self.status = result.status.value
+        for extra in backend.kept[:-1]:  # retried attempts
+            extra._sandbox.close()
+        self.proxy = backend.kept[-1] if backend.kept else None
+        if self.proxy is None or self.proxy.test_call is None:
             self.close()
-            raise RuntimeError(f"{instance.instance_id}: the harness ran no tests ({self.status}, "
-                               f"{evaluation.result.error_reason})")
-        self.argv = self.proxy.test_argv
+            raise RuntimeError(f"{task.instance.instance_id}: the harness ran no tests ({self.status}, "
+                               f"{result.error_reason})")
+        # the same command's first run, in the freshly started container (as in every harness run)
+        self.first_run = next((c.duration for c in result.commands if c.phase == "tests"), None)
+        self.argv, kwargs = self.proxy.test_call
+        self.user = kwargs.get("user") or getattr(self.proxy._sandbox, "default_user", "") or ""
+        self.workdir = kwargs.get("workdir", "/testbed")
+        self.env = kwargs.get("env")
         self.container = self.proxy._sandbox.container
 
     def run(self) -> tuple[float, int, str]:
         started = time.monotonic()
-        res = self.container.exec_run(self.argv, workdir="/testbed")
+        res = self.container.exec_run(self.argv, user=self.user, workdir=self.workdir, environment=self.env)
         elapsed = time.monotonic() - started
         return elapsed, res.exit_code, res.output.decode(errors="replace")
 
@@ -132,7 +145,7 @@ def summary_line(output: str) -> str:
     """pytest's last line without the duration, to check both sides ran the same tests."""
     lines = [l for l in output.strip().splitlines() if l.strip()]
     last = lines[-1] if lines else ""
-    return re.sub(r"\s+in [0-9.]+s.*$", "", last).strip("= ")
+    return re.sub(r"\s+in [0-9.]+\s*(s|sec|seconds)\b.*$", "", last).strip("= ")
 
 
 # ----------------------------------------------------------------------------- decomposition
@@ -144,7 +157,7 @@ def decompose(report: dict) -> dict[str, float]:
     tests_cmd = sum(c["duration"] for c in cmds if c["phase"] == "tests")
     other_exec = sum(c["duration"] for c in cmds if c["phase"] != "tests")
     total, wall = t.get("total", 0.0), t.get("wall", 0.0)
-    recorded = sum(t.get(k, 0.0) for k in PHASES)
+    recorded = phase_sum(t)
     return {
         "wall": wall,
         "tests_cmd": tests_cmd,                                 # the test exec as the harness saw it
@@ -153,6 +166,7 @@ def decompose(report: dict) -> dict[str, float]:
         "archive_and_host": total - tests_cmd - other_exec - t.get("start", 0.0) - t.get("cleanup", 0.0),
         "image_lookup": wall - total,                            # runner: spec, repo, export, image lookup
         "unrecorded_in_timings": total - recorded,               # evaluator phases missing from timings
+        "other_phases": sum(v for k, v in t.items() if k not in AGGREGATES and k not in SHOWN),
         "execs": len(cmds),
     }
 
@@ -194,22 +208,22 @@ def main(argv=None) -> int:
 
     import docker
     from harness import demo
-    from harness.engine.sandbox import DockerBackend
     from harness.repos import RepoResolver
-    from harness.runner import Preparer
+    from harness.runner import BatchRunner, Preparer, RunConfig, Task
     client = docker.from_env(timeout=600)
-    overrides = dict(r.split("=", 1) for r in args.repo)
+    overrides = {name: Path(path).expanduser().resolve() for name, path in (r.split("=", 1) for r in args.repo)}
     if args.repos_dir is None and any(i.repo.startswith(demo.DEMO_OWNER + "/") for i in loaded.instances):
         overrides = {**demo.build_demo_repos(demo.DEMO_DIR, args.cache_dir / "demo-repos"), **overrides}
-    preparer = Preparer(client, specs, RepoResolver(args.cache_dir, args.repos_dir, overrides, allow_clone=False),
-                        args.cache_dir)
-    backend = DockerBackend(client, "bench-overhead-bare")
+    resolver = RepoResolver(args.cache_dir, args.repos_dir, overrides, allow_clone=False)
+    from harness import logs
+    logs.configure(runs_dir / "bare-setup.log", quiet=True)
+    runner = BatchRunner(RunConfig(run_id="bench-overhead-bare", output_dir=runs_dir, cache_dir=args.cache_dir,
+                                   force=True), client, Preparer(client, specs, resolver, args.cache_dir))
     bare: dict[str, BareContainer] = {}
     try:
         for iid in ids:
             try:
-                bare[iid] = BareContainer(client, backend, preparer.prepare(instances[iid]), instances[iid],
-                                          preds[iid])
+                bare[iid] = BareContainer(runner, Task(instances[iid], preds[iid]))
             except RuntimeError as exc:
                 print(f"skipping {exc}", file=sys.stderr)
         ids = [i for i in ids if i in bare]
@@ -243,7 +257,7 @@ def main(argv=None) -> int:
     finally:
         for b in bare.values():
             b.close()
-        backend.cleanup_run()
+        runner.backend.cleanup_run()
         client.close()
 
     # ------------------------------------------------------------------ aggregate
@@ -264,9 +278,11 @@ def main(argv=None) -> int:
             "median_system_busy": C.median(s["system_busy"] for s in h),
             "median_daemon_cpu_seconds": C.median(s["daemon_cpu_seconds"] for s in h),
             "median_machine_cpu_seconds": C.median(s["machine_cpu_seconds"] for s in h),
+            "bare_first_run_in_fresh_container": bare[iid].first_run,
             "statuses": sorted({s["status"] for s in h}), "same_tests_ran": same_tests,
             "bare_summary": b[0]["summary"], "harness_summary": h[0]["summary"],
-            "phases": {k: C.median(s["timings"].get(k, 0.0) for s in h) for k in [*PHASES, "total", "wall"]},
+            "phases": {k: C.median(s["timings"].get(k, 0.0) for s in h)
+                       for k in sorted({k for s in h for k in s["timings"]})},
             "decomposition": {k: C.median(s["decomposition"][k] for s in h)
                               for k in h[0]["decomposition"]},
         }
@@ -276,16 +292,16 @@ def main(argv=None) -> int:
                      C.fmt(agg["median_cli_cpu_seconds"]), f"{agg['median_system_busy'] * 100:.0f}",
                      "/".join(agg["statuses"]), "yes" if same_tests else "NO"])
         ph = agg["phases"]
-        phase_rows.append([iid, *(C.fmt(ph[k], 3) for k in ["start", "apply_patch", "restore_tests",
-                                                           "apply_test_patch", "tests", "copy_out", "grade",
-                                                           "cleanup"]),
-                           C.fmt(ph["total"] - sum(ph[k] for k in PHASES), 3),
+        phase_rows.append([iid, *(C.fmt(ph.get(k, 0.0), 3) for k in SHOWN),
+                           C.fmt(agg["decomposition"]["other_phases"], 3),
+                           C.fmt(agg["decomposition"]["unrecorded_in_timings"], 3),
                            C.fmt(ph["wall"] - ph["total"], 3), C.fmt(ph["wall"], 3)])
         d = agg["decomposition"]
         decomp_rows.append([iid, C.fmt(agg["median_paired_overhead"], 3), C.fmt(d["container_lifecycle"], 3),
                             f"{C.fmt(d['setup_execs'], 3)} ({int(d['execs']) - 1} execs)",
                             C.fmt(d["archive_and_host"], 3), C.fmt(d["image_lookup"], 3),
-                            C.fmt(d["tests_cmd"] - agg["median_bare"], 3)])
+                            C.fmt(d["tests_cmd"] - agg["median_bare"], 3),
+                            C.fmt((bare[iid].first_run or float("nan")) - agg["median_bare"], 3)])
 
     md = [C.header(f"Overhead against the bare test command ({args.rounds} rounds, interleaved)", machine),
           C.markdown_table(["instance", "bare test cmd (s)", "harness wall (s)", "ratio", "overhead (s)",
@@ -298,15 +314,19 @@ def main(argv=None) -> int:
           "(other sessions share the machine); *same tests* = pytest's summary line identical on both sides.\n",
           "### Harness phases (median s, report.json `timings`)\n",
           C.markdown_table(["instance", "start", "apply_patch", "restore_tests", "apply_test_patch", "tests",
-                            "copy_out", "grade", "cleanup", "not in timings¹", "image lookup²", "wall"],
+                            "copy_out", "grade", "cleanup", "other phases³", "not in timings¹", "image lookup²",
+                            "wall"],
                            phase_rows),
           "\n¹ `timings.total` minus the recorded evaluator phases: uploading the patches, resetting "
           "/testbed, `mkdir`, the history check (the evaluator's own `prepare` phase is overwritten by the "
           "runner's key of the same name). ² `wall − total`: the runner's preparation (spec, repository, "
-          "export, image look-ups).\n",
+          "export, image look-ups). ³ every other recorded phase (validate, services, reinstall, ...).\n",
           "### Where the overhead goes (median s)\n",
           C.markdown_table(["instance", "overhead", "container create+start+remove", "setup docker execs",
-                            "archive API + host work", "image lookup", "tests exec − bare"], decomp_rows)]
+                            "archive API + host work", "image lookup", "tests exec − bare",
+                            "first run in a fresh container − bare⁴"], decomp_rows),
+          "\n⁴ the test command's first run in the bare container (the harness's own run that set it up) "
+          "minus the median of the later runs there: what running in a *fresh* container costs by itself.\n"]
     cpu = [per_instance[i] for i in ids]
     md.append("\nCPU of one `harness run --instance-ids ID` invocation (medians over all instances and rounds): "
               f"harness process {C.fmt(C.median(a['median_cli_cpu_seconds'] for a in cpu))} s, dockerd + containerd "
