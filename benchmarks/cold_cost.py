@@ -5,7 +5,8 @@ A synthetic repository (the calcly demo project plus a payload of generated modu
 payload module and ``calcly/_rev.py``. Every run salts the tree, so the N instance
 images are built cold (no docker build cache hit), on the warm base and environment
 images (which are shared and never removed here). One instance per commit, graded with
-its gold patch in one ``harness run`` (``--repo bench/calcsyn=PATH --specs DIR``).
+its gold patch in one ``harness run`` (``--repo bench/calcsyn=PATH --specs DIR``); the
+spec is calcly's with an editable install (``--install``), as SWE-bench specs do.
 
 Disk: the engine's own accounting (``client.df()``: ``Size``, ``SharedSize`` per image) and
 image history (``client.api.history``) for the layers above the environment image. The

@@ -34,9 +34,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
 
-#: report.json timings keys that are aggregates, not phases ("prepare" is the runner's preparation,
-#: which overwrites the evaluator's own "prepare" phase of the same name).
-AGGREGATES = ("total", "wall", "prepare")
+#: report.json timings keys that are aggregates, not phases ("prepare_images" is the runner's
+#: image preparation, outside the evaluation).
+AGGREGATES = ("total", "wall", "prepare_images")
 SHOWN = ["start", "apply_patch", "restore_tests", "apply_test_patch", "tests", "copy_out", "grade", "cleanup"]
 
 
@@ -197,14 +197,14 @@ def main(argv=None) -> int:
     ids = [i for i in instances if i in preds]
     specs = SpecRegistry.load(DEFAULT_SPECS_DIR, *args.specs)
 
-    # Warm-up: builds whatever is missing and gives each instance's image and test argv.
+    # Warm-up: builds whatever is missing, so that every measured run finds warm images.
     print(f"warm-up run of {len(ids)} instances ...", file=sys.stderr)
     warm = C.run_cli(C.harness_args(instances=instances_path, predictions=args.predictions, run_id="warmup",
                                     output_dir=runs_dir, extra=["--force", "--instance-ids", *ids], **common))
     if warm.returncode != 0:
         print(warm.stderr, file=sys.stderr)
         return 1
-    warm_reports = C.read_reports(runs_dir / "warmup")
+    warm_statuses = {iid: rp["status"] for iid, rp in C.read_reports(runs_dir / "warmup").items()}
 
     import docker
     from harness import demo
@@ -337,10 +337,13 @@ def main(argv=None) -> int:
     print(text)
     out = C.write_results("overhead", {"machine": machine, "command": C.command_line(), "rounds": args.rounds,
                                        "instances_file": str(instances_path), "per_instance": per_instance,
+                                       "warmup_statuses": warm_statuses,
                                        "samples": samples, "markdown": text}, args.out)
     print(f"\nraw results: {out}", file=sys.stderr)
     if args.runs_dir is None:
         shutil.rmtree(runs_dir, ignore_errors=True)
+    if args.instances is None and args.slow_seconds > 0:  # the synthetic instance's image is ours alone
+        C.remove_images("harness-demo__calcly-1-slow")
     return 0
 
 

@@ -229,7 +229,9 @@ class Evaluator:
         self._phase("prepare", t)
 
         # The history check: the code under test must see exactly one commit.
+        t = time.monotonic()
         history = self._run(sandbox, "history_check", ["git", "rev-list", "--all", "--count"])
+        self._phase("history_check", t)
         commits = history.output.strip()
         self.result.integrity_details["history_commits"] = int(commits) if commits.isdigit() else commits
         if commits != "1":

@@ -274,7 +274,7 @@ class BatchRunner:
             pristine_repo.close()
         result = evaluation.result
         result.attempts = attempts
-        result.timings["prepare"] = round(prep_seconds, 4)
+        result.timings["prepare_images"] = round(prep_seconds, 4)
         result.timings["wall"] = round(time.monotonic() - started, 4)
         result.image = {"tag": prepared.image.tag, "id": prepared.image.image_id,
                         "inputs_hash": prepared.image.inputs_hash, "env_tag": prepared.env_image.tag,
@@ -372,6 +372,9 @@ class BatchRunner:
         results: list[InstanceResult] = []
 
         def on_done(task: Task, result: InstanceResult) -> None:
+            # Everything is in report.json already; keep only what the summary and the
+            # table need, so a batch's memory does not grow with its command logs.
+            result.commands, result.collected, result.parse_notes = [], [], []
             with self._lock:
                 results.append(result)
             if self.progress:

@@ -40,7 +40,7 @@ from harness.locks import file_lock
 from harness.specs import IMAGES_DIR, EnvSpec
 
 #: Bumped when the layout of an image layer changes, so old images are not reused.
-IMAGE_FORMAT = 5
+IMAGE_FORMAT = 6
 VENV = "/opt/harness/venv"
 PYTHON = f"{VENV}/bin/python"
 PRISTINE_TREE = "/opt/harness/testbed"
@@ -298,7 +298,7 @@ RUN set -e; python3 -m venv {home}/venv; \\
         dockerfile = f"""FROM {env.tag}
 {env_lines}ADD testbed.tar {PRISTINE_TREE}/
 COPY install.sh /opt/harness/install.sh
-RUN set -e; touch /opt/harness/.stamp; sleep 1; \\
+RUN set -e; touch /opt/harness/.stamp; \\
     rm -rf /testbed; cp -a --no-preserve=ownership {PRISTINE_TREE} /testbed; \\
     bash /opt/harness/install.sh; \\
     cd /testbed; find . -path ./.git -prune -o ! -type d -newer /opt/harness/.stamp -print \\
@@ -327,7 +327,7 @@ WORKDIR /testbed
             with tempfile.TemporaryDirectory(prefix="harness-ctx-") as tmp:
                 tree_tar = Path(tmp) / "testbed.tar"
                 with tarfile.open(tree_tar, "w") as tar:
-                    tar.add(str(tree_dir), arcname=".", filter=_normalise_tarinfo)
+                    tar.add(str(tree_dir), arcname=".", filter=_tree_tarinfo)
                 files = {"testbed.tar": tree_tar, "install.sh": script.encode()}
                 image = self._docker_build(tag, dockerfile, files, labels)
             return self._ref(image, "inst", inputs_hash, True, time.monotonic() - started)
@@ -360,6 +360,17 @@ def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     info.size = len(data)
     info.mode = 0o644
     tar.addfile(info, io.BytesIO(data))
+
+
+#: mtime of every file of an exported tree (2000-01-01): fixed, and older than anything an
+#: install writes, so the files an install creates or changes are found by mtime alone.
+TREE_MTIME = 946684800
+
+
+def _tree_tarinfo(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    info = _normalise_tarinfo(info)
+    info.mtime = TREE_MTIME
+    return info
 
 
 def _normalise_tarinfo(info: tarfile.TarInfo) -> tarfile.TarInfo:
