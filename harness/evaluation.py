@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from harness.engine.images import PRISTINE_TREE, VENV
-from harness.engine.sandbox import ExecResult, Sandbox
+from harness.engine.sandbox import ROOT, SERVICE_USER, ExecResult, Sandbox
 from harness.errors import (ContainerDied, GradingOutcome, PatchApplyFailed, PatchRejected,
                             ServiceUnavailable, TestPatchApplyFailed)
 from harness.grading.grade import Grade, TestLists, grade
@@ -313,7 +313,7 @@ class Evaluator:
             # root here holds set-up capabilities: the tests start as the harness user with
             # an empty bounding set, so neither they nor anything they exec can hold one.
             full_argv = [*DROP_ALL_PRIVILEGES, *full_argv]
-            user = "0:0"
+            user = ROOT
         res = sandbox.exec(full_argv, timeout=timeout + 30, output_limit=self.config.test_output_limit, user=user)
         self.result.commands.append(CommandRecord(
             phase="tests", argv=argv, exit_code=res.exit_code, duration=round(res.duration, 4),
@@ -377,7 +377,7 @@ class Evaluator:
         """Set up and start each spec service, then wait until its addresses accept."""
         for svc in self.spec.services:
             for step in svc.setup:
-                res = sandbox.exec(env_argv(BASE_ENV, ["/bin/bash", "-c", step]), user="0:0",
+                res = sandbox.exec(env_argv(BASE_ENV, ["/bin/bash", "-c", step]), user=ROOT,
                                    timeout=self.config.setup_timeout, workdir="/")
                 self.result.commands.append(CommandRecord("service_setup", ["/bin/bash", "-c", step], res.exit_code,
                                                           round(res.duration, 4), res.timed_out, res.truncated,
@@ -387,7 +387,7 @@ class Evaluator:
             env = {**BASE_ENV, "PATH": f"{svc.venv}/bin:{BASE_ENV['PATH']}", **dict(svc.env)}
             log = f"/tmp/service-{svc.name}.log"
             sandbox.start_background(env_argv(env, ["/bin/bash", "-c", f"( {svc.command} ) >{log} 2>&1"]),
-                                     user="1001:1001", workdir="/tmp")
+                                     user=SERVICE_USER, workdir="/tmp")
             self.result.commands.append(CommandRecord("service_start", ["/bin/bash", "-c", svc.command], None, 0.0))
             if svc.ready:
                 probe = ("import socket,sys,time\n"

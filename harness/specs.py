@@ -121,7 +121,8 @@ class EnvSpec:
 
     ``timeout`` is in seconds for the test command. ``test_directives`` chooses what is
     appended to ``test_cmd``: "test_files" (the files the test patch touches, as
-    SWE-bench does) or "none".
+    SWE-bench does) or "none". ``setup_files`` (path → text) are written into the
+    working copy at image-build time, before ``pre_install`` and ``install``.
     """
 
     repo: str

@@ -44,7 +44,6 @@ IMAGE_FORMAT = 6
 VENV = "/opt/harness/venv"
 PYTHON = f"{VENV}/bin/python"
 PRISTINE_TREE = "/opt/harness/testbed"
-WORKDIR = "/testbed"
 LABEL_PREFIX = "org.harness"
 
 
@@ -292,7 +291,10 @@ RUN set -e; python3 -m venv {home}/venv; \\
         copied back, so the layer costs little more than the working tree.
         """
         steps = [*spec.pre_install, spec.install] if spec.install else [*spec.pre_install]
-        script = "\n".join(["set -e", "cd /testbed", *steps]) + "\n"
+        # spec `setup_files` are written into the working copy before pre_install/install
+        writes = [f"mkdir -p \"$(dirname {shlex.quote(path)})\" && printf %s {shlex.quote(content)} > {shlex.quote(path)}"
+                  for path, content in spec.setup_files]
+        script = "\n".join(["set -e", "cd /testbed", *writes, *steps]) + "\n"
         env_lines = "".join(f"ENV {k}={json.dumps(v)}\n" for k, v in spec.env)
         uid = self.bases.uid
         dockerfile = f"""FROM {env.tag}

@@ -33,6 +33,7 @@ LABEL_RUN = "org.harness.run-id"
 #: What a container's root may hold when a spec's service needs network set-up; the
 #: set*id/setpcap ones let root start the tests as the harness user with nothing left.
 PRIVILEGED_SETUP_CAPS = ("NET_ADMIN", "SETUID", "SETGID", "SETPCAP")
+#: Users commands run as: the container's root (set-up only) and the service user (bases.yaml).
 ROOT = "0:0"
 SERVICE_USER = "1001:1001"
 LABEL_OWNER = "org.harness.owner"
@@ -127,7 +128,7 @@ class DockerBackend:
                 mounts.append(Mount(target=target, source=vol_name, type="volume"))
             container = self.client.containers.create(
                 image, command=["sleep", "infinity"], name=base, labels=labels,
-                user="0:0" if net_admin else self.user,
+                user=ROOT if net_admin else self.user,
                 cap_add=list(PRIVILEGED_SETUP_CAPS) if net_admin else None,
                 extra_hosts=hosts or None,
                 sysctls={"net.ipv4.ip_unprivileged_port_start": "0"},
@@ -172,7 +173,6 @@ class DockerSandbox:
         self.default_user = default_user
         #: root in this container holds PRIVILEGED_SETUP_CAPS (spec services need them)
         self.privileged_setup = privileged_setup
-        self._killed_by_us = False
 
     def start_background(self, argv: list[str], *, user: str, workdir: str = "/tmp",
                          env: dict[str, str] | None = None) -> None:
@@ -258,15 +258,10 @@ class DockerSandbox:
                           state["truncated"], killed)
 
     def kill(self) -> None:
-        self._killed_by_us = True
         try:
             self.container.kill()
         except (NotFound, APIError):
             pass
-
-    @property
-    def killed_by_harness(self) -> bool:
-        return self._killed_by_us
 
     def put_files(self, directory: str, files: dict[str, bytes], mode: int = 0o644) -> None:
         """Write files (relative paths → bytes) under ``directory`` through the engine's

@@ -18,6 +18,7 @@ defaults:
   test_cmd: "pytest -rA -p no:cacheprovider"
   parser: pytest
   env: {PYTEST_DISABLE_PLUGIN_AUTOLOAD: "1"}
+  setup_files: {"build/notes/from-spec.txt": "written by the spec's setup_files\\n"}
 versions:
   "0.1": {}
 """
@@ -67,7 +68,7 @@ def _make_repo(root: Path) -> tuple[Path, dict]:
     return repo, record
 
 
-def test_a_new_repository_needs_only_a_spec_file(tmp_path, harness_run):
+def test_a_new_repository_needs_only_a_spec_file(tmp_path, harness_run, engine):
     repo, record = _make_repo(tmp_path)
     specs = tmp_path / "specs"
     specs.mkdir()
@@ -82,5 +83,8 @@ def test_a_new_repository_needs_only_a_spec_file(tmp_path, harness_run):
     assert empty.report("example__tinyparse-1")["status"] == "NO"
     report = gold.report("example__tinyparse-1")
     assert report["image"]["env_tag"].startswith("harness-env:py3.13-")
+    written = engine.containers.run(report["image"]["tag"], ["cat", "/opt/harness/testbed/build/notes/from-spec.txt"],
+                                    network_mode="none", remove=True)
+    assert written == b"written by the spec's setup_files\n"
     python = [c for c in report["commands"] if c["phase"] == "tests"][0]["output_tail"]
     assert "Python 3.13" in python or "python3.13" in (gold.root / "example__tinyparse-1" / "test_output.txt").read_text()
