@@ -41,8 +41,9 @@ class Prediction:
         return self.instance_id if self.attempt is None else f"{self.instance_id}/attempt-{self.attempt}"
 
     def checksum(self) -> str:
-        """sha256 of the patch text (empty string for no patch)."""
-        return hashlib.sha256((self.model_patch or "").encode()).hexdigest()
+        """sha256 of the patch text (empty string for no patch). Lone surrogates (a JSON
+        file may hold them) are hashed as themselves: the patch is then rejected, not the batch."""
+        return hashlib.sha256((self.model_patch or "").encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclass

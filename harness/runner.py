@@ -244,6 +244,7 @@ class BatchRunner:
             log.warning("instance.retry", attempt=state.attempt_number, error=str(exc)[:200])
 
         pristine_repo = _PristineReader(prepared.repo_path, instance.base_commit)
+        control_skipped = control_skips(instance, self.config.control_dir)
         try:
             evaluation: Evaluation | None = None
             for attempt in Retrying(stop=stop_after_attempt(self.config.retries),
@@ -252,7 +253,8 @@ class BatchRunner:
                                     before_sleep=record, reraise=True):
                 with attempt:
                     evaluator = Evaluator(instance, prediction, prepared.spec, pristine_repo.read,
-                                          self._eval_config(prepared.spec), prepared.protected_modules)
+                                          self._eval_config(prepared.spec), prepared.protected_modules,
+                                          pristine_repo.paths, control_skipped)
                     evaluation = evaluator.run(lambda: self.backend.start(
                         prepared.image.tag, instance.instance_id, hosts=prepared.spec.service_hosts,
                         net_admin=prepared.spec.needs_net_admin))
@@ -362,8 +364,11 @@ class BatchRunner:
         write_json_atomic(directory / "commands.json", [c.__dict__ for c in result.commands])
         if evaluation is not None:
             write_text_atomic(directory / "test_output.txt", evaluation.outputs.test_output)
-            if evaluation.outputs.junit_xml is not None:
-                write_text_atomic(directory / "results.xml", evaluation.outputs.junit_xml)
+            for name, data in (("results.xml", evaluation.outputs.junit_xml),
+                               ("evidence.json", evaluation.outputs.evidence),
+                               ("events.jsonl", evaluation.outputs.events)):
+                if data is not None:
+                    write_text_atomic(directory / name, data)
         write_json_atomic(directory / "report.json", result.to_report())  # last: marks completion
 
     # ------------------------------------------------------------------ the batch
@@ -393,6 +398,18 @@ class BatchRunner:
         return results
 
 
+def control_skips(instance: Instance, control_dir: Path | None) -> frozenset[str]:
+    """Graded tests the reference-patch control run reported SKIPPED (a P2P skip there too
+    is kept here even when the code under test raised it)."""
+    if control_dir is None:
+        return frozenset()
+    control = load_report(Path(control_dir) / instance.instance_id / "report.json")
+    if control is None:
+        return frozenset()
+    outcomes = control.integrity_details.get("skipped_or_xfailed") or {}
+    return frozenset(t for t, s in outcomes.items() if s == "SKIPPED") if isinstance(outcomes, dict) else frozenset()
+
+
 def compare_with_control(result: InstanceResult, instance: Instance, control_dir: Path) -> None:
     """Flag a run that collected fewer of the graded tests than the reference-patch
     control run of the same instance did (tests deleted, renamed or hidden)."""
@@ -420,6 +437,7 @@ class _PristineReader:
         self._repo = git.Repo(repo_path)
         self._commit = commit
         self._lock = threading.Lock()
+        self._paths: frozenset[str] | None = None
 
     def read(self, path: str):
         with self._lock:
@@ -427,6 +445,14 @@ class _PristineReader:
             if data is None:
                 return None
             return data, blob_mode(self._repo, self._commit, path) or 0o100644
+
+    def paths(self) -> frozenset[str]:
+        """Every file path of the pristine tree (``git ls-tree``; cached per reader)."""
+        with self._lock:
+            if self._paths is None:
+                listing = self._repo.git.ls_tree("-r", "--name-only", "-z", self._commit)
+                self._paths = frozenset(p for p in listing.split("\0") if p)
+            return self._paths
 
     def close(self) -> None:
         self._repo.close()
