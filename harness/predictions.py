@@ -16,6 +16,7 @@ from typing import Any, Iterable
 
 from harness.errors import InputError
 from harness.instances import Instance, read_records
+from harness.paths import id_problem
 
 GOLD = "gold"
 EMPTY = "empty"
@@ -100,6 +101,9 @@ def _parse(raw: Any, source: str, index: int) -> Prediction:
     rid = raw.get("instance_id")
     if not isinstance(rid, str) or not rid:
         raise InputError("missing or not a string", record=f"#{index}", field="instance_id", source=source)
+    problem = id_problem(rid)
+    if problem:
+        raise InputError(problem, record=rid[:80], field="instance_id", source=source)
     patch = raw.get("model_patch")
     if patch is not None and not isinstance(patch, str):
         raise InputError(f"must be a string or null, got {type(patch).__name__}", record=rid,

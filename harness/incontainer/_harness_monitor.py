@@ -3,9 +3,9 @@
 Installed by the bootstrap (``sitecustomize``) before any repository code is imported;
 audit hooks cannot be removed. For a watched event it finds the Python frame that
 caused it (the first frame outside the harness and outside thin standard-library
-wrappers) and, when that frame's file lies in the working copy, records one JSON line
-``{"k": "event", "event", "file", "line", "detail"}`` on the evidence fd (deduplicated
-by event, file and line; capped). Which file is code under test, which events make a
+wrappers) and the working-copy files on the stack; when there is at least one, it
+records one JSON line ``{"k": "event", "event", "file", "line", "stack", "detail"}`` on
+the evidence fd (deduplicated by event, culprit and innermost working-copy file; capped). Which file is code under test, which events make a
 run ``tampered`` and which only flag it, is decided on the host
 (``harness.integrity.evidence``), with the tree truth at hand.
 
@@ -55,13 +55,19 @@ def _writes(args):
 
 
 def _culprit(frame):
-    """The first frame that is neither the harness's nor a thin stdlib wrapper."""
+    """The first frame that is neither the harness's nor a thin stdlib wrapper, and the
+    distinct working-copy files on the whole stack (innermost first): code exec'd under
+    a made-up file name still has its caller on the stack."""
+    culprit, stack = None, []
+    testbed = _STATE["testbed"]
     while frame is not None:
         name = frame.f_code.co_filename
-        if not (name.startswith(_HERE) or name.endswith(_WRAPPERS) or name.startswith("<frozen")):
-            return frame
+        if culprit is None and not (name.startswith(_HERE) or name.endswith(_WRAPPERS) or name.startswith("<frozen")):
+            culprit = frame
+        if name.startswith(testbed) and name not in stack and len(stack) < 10:
+            stack.append(name)
         frame = frame.f_back
-    return None
+    return culprit, stack
 
 
 def _hook(event, args):
@@ -75,18 +81,16 @@ def _hook(event, args):
         return
     _STATE["busy"] = True
     try:
-        frame = _culprit(sys._getframe(1))
-        if frame is None:
+        frame, stack = _culprit(sys._getframe(1))
+        if frame is None or not stack:
             return
         filename = frame.f_code.co_filename
-        if not filename.startswith(_STATE["testbed"]):
-            return
-        key = (event, filename, frame.f_lineno)
+        key = (event, filename, frame.f_lineno, stack[0])
         if key in _STATE["seen"] or _STATE["count"] >= _STATE["cap"]:
             return
         _STATE["seen"].add(key)
         _STATE["count"] += 1
-        emit({"k": "event", "event": event, "file": filename, "line": frame.f_lineno,
+        emit({"k": "event", "event": event, "file": filename, "line": frame.f_lineno, "stack": stack,
               "detail": _detail(event, args)})
     except Exception:
         pass

@@ -147,7 +147,8 @@ def _changed_value(kind: str, node: ast.AST, text: str, rng: random.Random) -> s
 
 
 def _vocabulary(names: list[str]) -> list[str]:
-    words = {w for n in names for w in n.split("_") if w and w != "test" and not w.isdigit() and len(w) > 1}
+    words = {w for n in names for w in n.split("_")
+             if w and w != "test" and w.islower() and w.isidentifier() and len(w) > 1}
     return sorted(words) or ["case", "again", "other"]
 
 
@@ -200,13 +201,14 @@ def plant(files: dict[str, bytes], test_files: list[str], previous: Mapping[str,
             indent = " " * fn.col_offset
             segment = ast.get_source_segment(text, fn) or ""
             candidates.append(_Candidate(fn, cls, scope, indent, old_bodies.get((cls, fn.name)) != segment))
+        vocab = _vocabulary(sorted(names))
         names |= {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
         candidates = [c for c in candidates if _mutation_sites(c.node)]
         if candidates:
-            per_file[path] = (text, candidates, names)
+            per_file[path] = (text, candidates, names, vocab)
     if not per_file:
         return {}, []
-    pool = [(path, cand) for path, (_, cands, _) in per_file.items() for cand in cands]
+    pool = [(path, cand) for path, (_, cands, _, _) in per_file.items() for cand in cands]
     fresh = [item for item in pool if item[1].new]
     rng.shuffle(fresh)
     rest = [item for item in pool if not item[1].new]
@@ -215,11 +217,11 @@ def plant(files: dict[str, bytes], test_files: list[str], previous: Mapping[str,
     edits: dict[str, list[tuple[int, str]]] = {}
     canaries: list[Canary] = []
     for path, cand in chosen:
-        text, _, names = per_file[path]
+        text, _, names, vocab = per_file[path]
         lines = text.splitlines(keepends=True)
         newline = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
         kind, site = rng.choice(_mutation_sites(cand.node))
-        name = _new_name(cand.node.name, names, _vocabulary(sorted(names)), rng)
+        name = _new_name(cand.node.name, names, vocab, rng)
         names.add(name)
         clone, mutation = _clone(lines, cand.node, site, kind, name, rng)
         siblings = [n for n in cand.scope if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from harness.integrity.tree import TreeTruth
+from harness.patches import matches_any
 
 #: Files that steer the test runner.
 TEST_INFRA_PATTERNS = ("conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini",
@@ -43,11 +44,6 @@ TEST_DIR_PATTERNS = ("test", "tests", "testing", "test_*", "*_tests", "*_test")
 #: Files at an ancestor of the tests that are sealed when present (read by runners at start).
 ANCESTOR_FILES = ("conftest.py", "__init__.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml",
                   "tox.ini", "setup.cfg", "pyproject.toml")
-
-
-def matches_any(path: str, patterns: Iterable[str]) -> bool:
-    base = posixpath.basename(path)
-    return any(fnmatch.fnmatch(path, p) or fnmatch.fnmatch(base, p) for p in patterns)
 
 
 def parent(path: str) -> str:
@@ -148,8 +144,13 @@ def make_plan(tree: TreeTruth, test_patch_paths: Iterable[str], test_files: Iter
         path = change.path
         if change.kind == "dir" and change.change in ("created", "deleted", "mode"):
             continue  # directories follow their files; sealed ones get their modes set anyway
+        top = shadow_root(path) if path in created else None
+        if top is not None and (top in created or top == path):
+            plan.shadows.append(top)
         if is_test_material(path):
             plan.touched_tests.append(path)
+            if is_infra(path):
+                plan.touched_infra.append(path)
             if path not in test_patch_paths:
                 restore.add(path)
             continue
@@ -158,22 +159,27 @@ def make_plan(tree: TreeTruth, test_patch_paths: Iterable[str], test_files: Iter
             if restore_infra:
                 restore.add(path)
             continue
-        top = shadow_root(path) if path in created else None
         if top is not None and (top in created or top == path):
-            plan.shadows.append(top)
             delete.add(top)
             continue
         plan.model_files.append(path)
-    # a created directory goes as a whole when everything in it goes
+    # a created directory of test material or install metadata goes as a whole when
+    # everything in it goes (files are attributed to their ancestors: linear, not quadratic)
+    created_dirs = {c.path for c in tree.changes if c.change == "created" and c.kind == "dir"}
+    contents: dict[str, list[str]] = {}
     for change in tree.changes:
-        if change.change == "created" and change.kind == "dir":
-            inside = [c.path for c in tree.changes if c.path.startswith(change.path + "/") and c.kind != "dir"]
-            if inside and all(p in restore or p in delete or any(under(p, d) for d in delete) for p in inside) \
-                    and all(p in created for p in inside) and (is_test_material(change.path)
-                                                              or is_install_metadata(change.path)):
-                delete.add(change.path)
+        if change.kind == "dir":
+            continue
+        for directory in ancestors(change.path)[1:]:
+            if directory in created_dirs:
+                contents.setdefault(directory, []).append(change.path)
+    for directory, inside in contents.items():
+        if (is_test_material(directory) or is_install_metadata(directory)) and all(
+                p in created and (p in restore or p in delete) for p in inside):
+            delete.add(directory)
     plan.delete = _outermost(delete)
-    plan.restore = sorted(p for p in restore if not any(under(p, d) for d in plan.delete))
+    deleted = set(plan.delete)
+    plan.restore = sorted(p for p in restore if not any(a in deleted for a in ancestors(p)[1:]) and p not in deleted)
     plan.shadows = sorted(set(plan.shadows))
     plan.touched_tests = sorted(set(plan.touched_tests))
     plan.touched_infra = sorted(set(plan.touched_infra))
@@ -186,8 +192,5 @@ def make_plan(tree: TreeTruth, test_patch_paths: Iterable[str], test_files: Iter
 
 
 def _outermost(paths: set[str]) -> list[str]:
-    out = []
-    for path in sorted(paths, key=lambda p: (p.count("/"), p)):
-        if not any(under(path, kept) for kept in out):
-            out.append(path)
-    return sorted(out)
+    """The paths none of whose ancestors is in the set (linear in the set's size)."""
+    return sorted(p for p in paths if not any(a in paths for a in ancestors(p)[1:]))
