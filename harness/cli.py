@@ -189,6 +189,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         def read(path: str):
             data = read_blob(repo, inst.base_commit, path)
             return None if data is None else data.decode("utf-8", "replace")
+        read.paths = [p for p in repo.git.ls_tree("-r", "--name-only", "-z", inst.base_commit).split("\0") if p]
         return read
 
     attacks = audit.build(chosen, reader_for, set(args.classes) if args.classes else None)

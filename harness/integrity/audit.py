@@ -71,7 +71,8 @@ def build(instances: list, reader_for: Callable[[object], Callable[[str], str | 
           classes: set[str] | None = None) -> dict[str, list[CorpusAttack]]:
     out = {}
     for inst in instances:
-        target = make_target(inst.to_record(), reader_for(inst))
+        read = reader_for(inst)
+        target = make_target(inst.to_record(), read, getattr(read, "paths", None))
         attacks = [a for a in build_corpus(target) if classes is None or a.klass in classes]
         out[inst.instance_id] = attacks
     return out

@@ -46,6 +46,13 @@ def harness_cli(*args: str, cache: Path) -> tuple[int, str]:
     return main(full), ""
 
 
+def demo_paths(base: str) -> list[str]:
+    import yaml
+    entry = next(e for e in yaml.safe_load((DEMO_DIR / "instances.src.yaml").read_text()) if e["instance_id"] == base)
+    root = DEMO_DIR / "repos" / entry["repo"].replace("/", "__") / "commits" / entry["base"]
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+
 def payload_text(name: str) -> str:
     return (Path(__file__).resolve().parent.parent / "adversarial" / "extra" / name).read_text()
 
@@ -59,7 +66,7 @@ def extra_attacks(base: str) -> list[CorpusAttack]:
     hidden = ("\n\n# runner access the static scan cannot see: the code is data, exec'd under a made-up name\n"
               "import os as _o\nexec(compile(open(_o.path.join(_o.path.dirname(__file__), 'notes.txt')).read(),"
               " '/opt/harness/venv/lib/python3.11/site-packages/six.py', 'exec'))\n")
-    walker = "import gc\n_walk = [type(o).__name__ for o in gc.get_objects()][:1]\n"
+    walker = "_walk = [type(o).__name__ for o in getattr(__import__('g' + 'c'), 'get_' + 'objects')()][:1]\n"
     return [
         CorpusAttack("rewrite-from-library", "6", "library code rewrites the sealed test files at import",
                      edit(base, {library: read(library) + rewrite}), base, evidence=("ATTACK-SEAL errno 13",)),
@@ -74,7 +81,7 @@ def corpus_run(tmp_path_factory, cache_dir, engine):
     work = tmp_path_factory.mktemp("adversarial-integrity")
     attacks: dict[str, list[CorpusAttack]] = {}
     for base in BASES:
-        target = make_target(demo_instance(base), lambda p, b=base: base_file(b, p))
+        target = make_target(demo_instance(base), lambda p, b=base: base_file(b, p), demo_paths(base))
         attacks[base] = [a for a in build_corpus(target) if a.klass in CLASSES] + extra_attacks(base)
     index = audit.write_predictions(work / "predictions.jsonl", attacks)
     code, output = harness_cli("run", "--instances", str(DEMO_DIR / "instances.jsonl"), "--predictions",
@@ -88,7 +95,7 @@ def corpus_run(tmp_path_factory, cache_dir, engine):
 def _cases():
     out = []
     for base in BASES:
-        target = make_target(demo_instance(base), lambda p, b=base: base_file(b, p))
+        target = make_target(demo_instance(base), lambda p, b=base: base_file(b, p), demo_paths(base))
         attacks = [a for a in build_corpus(target) if a.klass in CLASSES] + extra_attacks(base)
         out += [pytest.param(base, n, a, id=f"{a.klass}-{a.slug}-{base.split('__')[1]}")
                 for n, a in enumerate(attacks, 1)]
@@ -168,14 +175,16 @@ def test_non_utf8_predictions_file_is_a_clear_error(tmp_path, cache_dir):
     assert "not UTF-8" in output and "Traceback" not in output
 
 
-@pytest.mark.parametrize("run_id", ["../../escaped", "/tmp/absolute-run-id"])
+@pytest.mark.parametrize("run_id", ["../../escaped", "ABSOLUTE"])
 def test_run_id_cannot_leave_the_output_directory(tmp_path, cache_dir, run_id):
     out = tmp_path / "deep" / "er" / "out"
+    absolute = tmp_path / "absolute-run-id"
     code, output = harness_cli("run", "--instances", str(DEMO_DIR / "instances.jsonl"), "--predictions", "gold",
-                               "--instance-ids", "harness-demo__calcly-1", "--run-id", run_id,
+                               "--instance-ids", "harness-demo__calcly-1",
+                               "--run-id", str(absolute) if run_id == "ABSOLUTE" else run_id,
                                "--output-dir", str(out), cache=cache_dir)
     assert code == 2, output[-2000:]
-    assert not (tmp_path / "deep" / "escaped").exists() and not Path("/tmp/absolute-run-id").exists()
+    assert not (tmp_path / "deep" / "escaped").exists() and not absolute.exists()
 
 
 def test_thousands_of_long_paths_are_the_models_doing(tmp_path, cache_dir, engine):

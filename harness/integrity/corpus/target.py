@@ -21,6 +21,7 @@ _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@", re.M)
 class AttackTarget:
     record: dict
     read: Reader                                 # file text at the base commit (None: absent)
+    paths: list[str] = field(default_factory=list)   # every file at the base commit
     library_files: list[str] = field(default_factory=list)
     functions: dict[str, list[tuple[str | None, str]]] = field(default_factory=dict)  # file -> [(class, name)]
     test_files: list[str] = field(default_factory=list)
@@ -93,8 +94,8 @@ def functions_touched(source: str, lines: set[int]) -> list[tuple[str | None, st
     return found
 
 
-def make_target(record: dict, read: Reader) -> AttackTarget:
-    target = AttackTarget(record, read)
+def make_target(record: dict, read: Reader, paths: list[str] | None = None) -> AttackTarget:
+    target = AttackTarget(record, read, sorted(paths or []))
     gold = record.get("patch") or ""
     gold_files = patch_files(gold)
     test_files = patch_files(record["test_patch"])
