@@ -17,12 +17,12 @@ The cache directory (``$HARNESS_CACHE_DIR``, default ``~/.cache/harness``)::
 
     <cache>/repos/OWNER__NAME.git            bare clones made when a repository was not given locally
     <cache>/demo-repos/OWNER__NAME           the demo set's repositories, built from instances/demo
-
-The harness's own data (specs, bases, the demo set) is found by harness.resources,
-never relative to this file or to the working directory.
     <cache>/exports/<tree_sha>/              one-commit exports of base commits
     <cache>/wheelhouse/<python>-<hash>/      locked wheelhouses (see harness.wheelhouse)
     <cache>/locks/                           inter-process build locks
+
+The harness's own data (specs, bases, the demo set) is found by harness.resources,
+never relative to this file or to the working directory.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
 
 def cache_root() -> Path:
     configured = os.environ.get("HARNESS_CACHE_DIR")

@@ -121,10 +121,15 @@ def test_compose_run_grades_the_demo_set_with_gold(flavour, prepared, engine, ca
         subprocess.run([*base, "down", "--remove-orphans"], capture_output=True, text=True, env=env, timeout=120)
 
 
+def _recorded_commit(ref) -> str | None:
+    """The commit the image's wheel was built with (part of its hashed inputs)."""
+    return json.loads(ref.labels["org.harness.inputs"])["commit"]
+
+
 def test_compose_image_is_the_installed_wheel(prepared, cache_dir, tmp_path):
     """The image holds the harness installed from its wheel: data inside the package, the
     commit recorded at build, no source tree."""
-    from harness.buildinfo import checkout_commit
+    ref, _ = prepared
     compose = _compose_command("docker-compose")
     project = f"harness-compose-test-{uuid.uuid4().hex[:8]}"
     base = [*compose, "-f", str(COMPOSE_FILE), "-p", project]
@@ -136,7 +141,10 @@ def test_compose_image_is_the_installed_wheel(prepared, cache_dir, tmp_path):
             assert proc.returncode == 0, f"{args}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
             return proc.stdout
         assert f"demo set  {IN_IMAGE_DATA}/instances/demo" in run("harness", "data", "path")
-        commit = checkout_commit(PROJECT_ROOT)
+        commit = _recorded_commit(ref)
+        head = subprocess.run(["git", "-C", str(PROJECT_ROOT), "rev-parse", "HEAD"], capture_output=True,
+                              text=True).stdout.strip()
+        assert commit is None if not head else commit.removesuffix("-dirty") == head
         assert run("harness", "--version").strip() == (
             f"harness {__version__} (commit {commit}, recorded at build (HARNESS_BUILD_COMMIT))" if commit
             else f"harness {__version__} (commit unknown)")
@@ -162,8 +170,7 @@ def test_harness_image_is_content_addressed(prepared, engine, cache_dir, tmp_pat
             shutil.copy2(PROJECT_ROOT / name, dest / name)
         return dest
 
-    from harness.buildinfo import checkout_commit
-    commit = checkout_commit(PROJECT_ROOT)  # a copy is no checkout: say which commit it is
+    commit = _recorded_commit(prepared[0])  # a copy is no checkout: record the fixture image's commit
     clean = copy_tree(tmp_path / "clean")
     ref = build_harness_image_ref(engine, cache_dir, project_root=clean, commit=commit)  # the fixture's image in CI
     started = time.monotonic()
