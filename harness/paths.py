@@ -20,6 +20,9 @@ The cache directory (``$HARNESS_CACHE_DIR``, default ``~/.cache/harness``)::
     <cache>/exports/<tree_sha>/              one-commit exports of base commits
     <cache>/wheelhouse/<python>-<hash>/      locked wheelhouses (see harness.wheelhouse)
     <cache>/locks/                           inter-process build locks
+
+The harness's own data (specs, bases, the demo set) is found by harness.resources,
+never relative to this file or to the working directory.
 """
 
 from __future__ import annotations
@@ -31,7 +34,6 @@ from pathlib import Path
 
 from harness.errors import InputError
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 #: Instance ids and run ids name directories: letters, digits and ``_ . + -``, starting
 #: with a letter or digit (so never ``.``, ``..``, hidden or option-like), at most 128.
 SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}")

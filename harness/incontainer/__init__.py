@@ -18,16 +18,15 @@ runners stream) may be added here the same way. Files here must run on the sandb
 Pythons (3.6+ syntax, standard library only).
 """
 
-from pathlib import Path
+from harness import resources
 
-DIRECTORY = Path(__file__).resolve().parent
 SCRIPTS = ("prepare.py", "launcher.py")
 
 
 def files() -> dict[str, bytes]:
     """Relative path under /harness/trusted -> bytes, for every trusted file."""
     out: dict[str, bytes] = {}
-    for path in sorted(DIRECTORY.glob("*.py")):
+    for path in sorted(resources.path("incontainer").glob("*.py")):
         if path.name == "__init__.py":
             continue
         data = path.read_bytes()

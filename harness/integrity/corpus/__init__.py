@@ -19,10 +19,11 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness import resources
 from harness.integrity.corpus import diffs
 from harness.integrity.corpus.target import AttackTarget
 
-PAYLOADS = Path(__file__).resolve().parent / "payloads"
+PAYLOADS: Path = resources.path("integrity", "corpus", "payloads")
 #: error reasons of a run that was stopped before it could be graded as the attack wanted
 STOPPED = frozenset({"patch_rejected", "tampered", "ambiguous_results", "suite_did_not_run", "timeout",
                      "output_limit_exceeded", "results_over_limit", "patch_apply_failed"})
