@@ -5,13 +5,15 @@ For each instance (warm images), interleaved and repeated:
 * **harness**: ``harness run --instance-ids ID --force`` in a subprocess; the per-instance
   wall time is report.json ``timings.wall`` (image lookup + evaluation, excluding process
   start-up), the process wall time is reported beside it;
-* **bare**: the *same* test command the harness runs (``build_test_command`` wrapped in
-  ``timeout`` and ``env -i``; same user and workdir), executed with the Docker SDK
-  (``exec_run``) in an already-started container of the same instance image with the
-  harness's limits. The container is brought to the test-ready state by the harness itself:
-  ``BatchRunner.evaluate`` runs once in-process with its backend wrapped so that the sandbox
-  is kept open (tree copied to /testbed, model patch, restores, test patch, canaries,
-  services); only the ``docker exec`` of the test command is timed.
+* **bare**: the test command the runner would run without the harness around it
+  (``build_test_command`` without the outcome plugin, ``env -i`` with the spec's environment
+  and no bootstrap, so no audit hook; same user and workdir; ``Evaluator.bare_call``),
+  executed with the Docker SDK (``exec_run``) in an already-started container of the same
+  instance image with the harness's limits. The container is brought to the test-ready state
+  by the harness itself: ``BatchRunner.evaluate`` runs once in-process with its backend
+  wrapped so that the sandbox is kept open (tree copied, model patch, restores, test files,
+  canaries, seal, services); only the ``docker exec`` of the bare command is timed. The
+  harness's own cost therefore includes the tree diff, the seal, the monitor and the canaries.
 
 Order alternates every round (harness first, then bare first), and instances are visited
 forwards then backwards, so drift in machine load hits both sides alike.
@@ -37,7 +39,9 @@ import _common as C  # noqa: E402
 #: report.json timings keys that are aggregates, not phases ("prepare_images" is the runner's
 #: image preparation, outside the evaluation).
 AGGREGATES = ("total", "wall", "prepare_images")
-SHOWN = ["start", "apply_patch", "restore_tests", "apply_test_patch", "tests", "copy_out", "grade", "cleanup"]
+SHOWN = ["start", "setup", "plan", "tests", "copy_out", "grade", "cleanup"]
+#: the commands that are docker exec round trips (the others run inside one of them)
+EXEC_PHASES = ("prepare", "launch")
 
 
 def phase_sum(timings: dict) -> float:
@@ -64,24 +68,31 @@ def parse_args(argv=None):
 # ----------------------------------------------------------------------------- the bare side
 
 class _KeepOpen:
-    """A Sandbox proxy: records the test command (its argv, user, workdir, env) and does not
-    remove the container at the end, so the container stays in exactly the state the harness
-    ran the tests in (tree, patches, restored files, canaries, services, output dir)."""
+    """A Sandbox proxy that does not remove the container at the end, so the container stays
+    in exactly the state the harness ran the tests in (tree, patches, sealed test files,
+    canaries, services, output dir)."""
 
     def __init__(self, sandbox) -> None:
         self._sandbox = sandbox
-        self.test_call: tuple[list[str], dict] | None = None
 
     def __getattr__(self, name):
         return getattr(self._sandbox, name)
 
-    def exec(self, argv, **kwargs):
-        if "/usr/bin/timeout" in argv and self.test_call is None:
-            self.test_call = (list(argv), dict(kwargs))
-        return self._sandbox.exec(argv, **kwargs)
-
     def close(self) -> None:  # the benchmark removes it
         pass
+
+
+def _recording_evaluators(runner_module):
+    """Make harness.runner create Evaluators that remember themselves (the bare call)."""
+    made = []
+    base = runner_module.Evaluator
+
+    class Recording(base):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+    runner_module.Evaluator = Recording
+    return made, lambda: setattr(runner_module, "Evaluator", base)
 
 
 class _KeepingBackend:
@@ -108,26 +119,27 @@ class BareContainer:
     a ``docker exec`` of the recorded test command (same argv, user, workdir) in it."""
 
     def __init__(self, runner, task) -> None:
+        import harness.runner as runner_module
         backend = _KeepingBackend(runner.backend)
         runner.backend = backend
+        made, restore = _recording_evaluators(runner_module)
         try:
             result = runner.evaluate(task)
         finally:
             runner.backend = backend.real
+            restore()
         self.status = result.status.value
         for extra in backend.kept[:-1]:  # retried attempts
             extra._sandbox.close()
         self.proxy = backend.kept[-1] if backend.kept else None
-        if self.proxy is None or self.proxy.test_call is None:
+        call = made[-1].bare_call if made else None
+        if self.proxy is None or call is None:
             self.close()
             raise RuntimeError(f"{task.instance.instance_id}: the harness ran no tests ({self.status}, "
                                f"{result.error_reason})")
-        # the same command's first run, in the freshly started container (as in every harness run)
+        # the tests' first run, in the freshly started container (as in every harness run)
         self.first_run = next((c.duration for c in result.commands if c.phase == "tests"), None)
-        self.argv, kwargs = self.proxy.test_call
-        self.user = kwargs.get("user") or getattr(self.proxy._sandbox, "default_user", "") or ""
-        self.workdir = kwargs.get("workdir", "/testbed")
-        self.env = kwargs.get("env")
+        self.argv, self.user, self.workdir, self.env = call["argv"], call["user"], call["workdir"], None
         self.container = self.proxy._sandbox.container
 
     def run(self) -> tuple[float, int, str]:
@@ -151,23 +163,30 @@ def summary_line(output: str) -> str:
 # ----------------------------------------------------------------------------- decomposition
 
 def decompose(report: dict) -> dict[str, float]:
-    """Split one report's wall time into where it went (seconds)."""
+    """Split one report's wall time into where it went (seconds). Works on reports of the
+    harness before issue 11 (every command a docker exec) and after it (two execs:
+    ``prepare`` and ``launch``; the other commands ran inside them)."""
     t = report["timings"]
     cmds = report["commands"]
     tests_cmd = sum(c["duration"] for c in cmds if c["phase"] == "tests")
-    other_exec = sum(c["duration"] for c in cmds if c["phase"] != "tests")
+    if any(c["phase"] in EXEC_PHASES for c in cmds):
+        execs = [c for c in cmds if c["phase"] in EXEC_PHASES]
+        exec_time = sum(c["duration"] for c in execs)
+    else:
+        execs = cmds
+        exec_time = sum(c["duration"] for c in cmds)
     total, wall = t.get("total", 0.0), t.get("wall", 0.0)
     recorded = phase_sum(t)
     return {
         "wall": wall,
-        "tests_cmd": tests_cmd,                                 # the test exec as the harness saw it
+        "tests_cmd": tests_cmd,                                  # the test command's own duration
         "container_lifecycle": t.get("start", 0.0) + t.get("cleanup", 0.0),
-        "setup_execs": other_exec,                               # reset, mkdir, history, git apply x2-3, rm
-        "archive_and_host": total - tests_cmd - other_exec - t.get("start", 0.0) - t.get("cleanup", 0.0),
+        "setup_execs": exec_time - tests_cmd,                     # every exec round trip, the tests' own time out
+        "archive_and_host": total - exec_time - t.get("start", 0.0) - t.get("cleanup", 0.0),
         "image_lookup": wall - total,                            # runner: spec, repo, export, image lookup
         "unrecorded_in_timings": total - recorded,               # evaluator phases missing from timings
         "other_phases": sum(v for k, v in t.items() if k not in AGGREGATES and k not in SHOWN),
-        "execs": len(cmds),
+        "execs": len(execs),
     }
 
 
@@ -298,7 +317,7 @@ def main(argv=None) -> int:
                            C.fmt(ph["wall"] - ph["total"], 3), C.fmt(ph["wall"], 3)])
         d = agg["decomposition"]
         decomp_rows.append([iid, C.fmt(agg["median_paired_overhead"], 3), C.fmt(d["container_lifecycle"], 3),
-                            f"{C.fmt(d['setup_execs'], 3)} ({int(d['execs']) - 1} execs)",
+                            f"{C.fmt(d['setup_execs'], 3)} ({int(d['execs'])} execs)",
                             C.fmt(d["archive_and_host"], 3), C.fmt(d["image_lookup"], 3),
                             C.fmt(d["tests_cmd"] - agg["median_bare"], 3),
                             C.fmt((bare[iid].first_run or float("nan")) - agg["median_bare"], 3)])
@@ -313,16 +332,15 @@ def main(argv=None) -> int:
           "CPU time (host side); *machine busy* = all CPUs busy during the harness runs, all processes "
           "(other sessions share the machine); *same tests* = pytest's summary line identical on both sides.\n",
           "### Harness phases (median s, report.json `timings`)\n",
-          C.markdown_table(["instance", "start", "apply_patch", "restore_tests", "apply_test_patch", "tests",
-                            "copy_out", "grade", "cleanup", "other phases³", "not in timings¹", "image lookup²",
-                            "wall"],
+          C.markdown_table(["instance", *SHOWN, "other phases³", "not in timings¹", "image lookup²", "wall"],
                            phase_rows),
-          "\n¹ `timings.total` minus the recorded evaluator phases: uploading the patches, resetting "
-          "/testbed, `mkdir`, the history check (the evaluator's own `prepare` phase is overwritten by the "
-          "runner's key of the same name). ² `wall − total`: the runner's preparation (spec, repository, "
-          "export, image look-ups). ³ every other recorded phase (validate, services, reinstall, ...).\n",
+          "\n*setup* = inputs in + the set-up exec (reset, history check, apply, tree diff); *plan* = host "
+          "decisions (tree truth, restore/seal plan, scans); *tests* = the plan in + the test exec (delete, "
+          "restore, seal, re-install, services, the tests, hashes). ¹ `timings.total` minus the recorded "
+          "evaluator phases. ² `wall − total`: the runner's preparation (spec, repository, export, image "
+          "look-ups). ³ every other recorded phase (validate, ...).\n",
           "### Where the overhead goes (median s)\n",
-          C.markdown_table(["instance", "overhead", "container create+start+remove", "setup docker execs",
+          C.markdown_table(["instance", "overhead", "container create+start+remove", "docker execs (tests excluded)",
                             "archive API + host work", "image lookup", "tests exec − bare",
                             "first run in a fresh container − bare⁴"], decomp_rows),
           "\n⁴ the test command's first run in the bare container (the harness's own run that set it up) "

@@ -171,8 +171,9 @@ class Evaluator:
         )
         self.outputs = RunOutputs(patch=prediction.model_patch or "")
         self.canaries: list[canary_mod.Canary] = []
-        #: the test command as run (for benchmarks: argv, env, user, workdir)
-        self.test_call: dict | None = None
+        #: the test command as the runner would run it without the harness around it (no
+        #: bootstrap, no plugin): what benchmarks/overhead.py times as "bare"
+        self.bare_call: dict | None = None
 
     # ----------------------------------------------------------------- helpers
     def _phase(self, name: str, started: float) -> None:
@@ -250,12 +251,14 @@ class Evaluator:
         launch = self._launch_plan(layout, plan, test_result, staged, command, env, timeout)
         sandbox.put_files(steps.IO_DIR, steps.plan_file(layout, launch))
         argv = steps.launcher_argv(layout)
-        self.test_call = {"argv": env_argv(env, ["/bin/bash", "-c", command]), "user": "1000:1000",
-                          "workdir": steps.TESTBED, "timeout": timeout}
+        self.bare_call = {"argv": env_argv(self.env, ["/bin/bash", "-c", build_test_command(
+            self.spec, test_files, results_path)]), "user": "1000:1000", "workdir": steps.TESTBED}
         deadline = timeout + self.config.setup_timeout + 60 + sum(
             s.ready_timeout + self.config.setup_timeout * len(s.setup) for s in self.spec.services) + (
             self.config.setup_timeout if self.spec.reinstall_after_patch else 0)
         res = sandbox.exec(argv, timeout=deadline, output_limit=self.config.test_output_limit, user=ROOT)
+        self._record("launch", argv, res)
+        self.result.commands[-1].output_tail = ""  # the test output is kept in full beside the report
         self.outputs.test_output = res.output
         self._phase("tests", t)
 

@@ -36,7 +36,7 @@ MAX_JUNIT_ELEMENTS = 2_000_000
 MAX_TESTCASES = 200_000
 MAX_DEPTH = 64
 MAX_NAME = 8192
-MAX_SUMMARY_LINES = 500_000
+MAX_SUMMARY_LINES = 200_000
 MAX_SUMMARY_LINE = 65_536
 
 
@@ -253,7 +253,9 @@ def parse_pytest_text(output: str, graded_ids: Iterable[str] = ()) -> ParsedResu
     :data:`MAX_SUMMARY_LINE` characters, raises :class:`ResultsTooLarge`.
     """
     result = ParsedResults(source="text")
-    spaced = {g for g in graded_ids if " " in g}
+    spaced: dict[str, list[str]] = {}          # first word -> graded ids with spaces, longest first
+    for g in sorted({g for g in graded_ids if " " in g}, key=len, reverse=True):
+        spaced.setdefault(g.split(" ", 1)[0], []).append(g)
     # pytest prints its summary last; captured output (which code under test controls,
     # and -rA shows) comes before it. Only the last summary section counts.
     headers = [m.start() for m in _SUMMARY_HEADER_ANYWHERE.finditer(output)]
@@ -288,14 +290,12 @@ def parse_pytest_text(output: str, graded_ids: Iterable[str] = ()) -> ParsedResu
 _SUMMARY_HEADER_ANYWHERE = re.compile(r"^=+ short test summary info =+[ \t\r]*$", re.M)
 
 
-def _spaced_id(rest: str, spaced: set[str]) -> str | None:
-    """The longest graded id containing spaces that ``rest`` is, or starts with (+ space)."""
-    if rest in spaced:
-        return rest
-    positions = [i for i, c in enumerate(rest) if c == " "][:200]
-    for i in reversed(positions):
-        if rest[:i] in spaced:
-            return rest[:i]
+def _spaced_id(rest: str, spaced: dict[str, list[str]]) -> str | None:
+    """The longest graded id containing spaces that ``rest`` is, or starts with (+ space):
+    only the ids sharing ``rest``'s first word are compared (a dict lookup, not a scan)."""
+    for graded in spaced.get(rest.split(" ", 1)[0], ()):
+        if rest == graded or rest.startswith(graded + " "):
+            return graded
     return None
 
 

@@ -244,7 +244,8 @@ def start_services(plan, record):
                              start_new_session=True)
         record["commands"].append({"phase": "service_start", "argv": ["/bin/bash", "-c", svc["command"]],
                                    "exit_code": None, "duration": 0.0})
-        deadline = time.monotonic() + svc.get("ready_timeout", 60)
+        started = time.monotonic()
+        deadline = started + svc.get("ready_timeout", 60)
         for address in svc.get("ready", []):
             host, port = address.rsplit(":", 1)
             while True:
@@ -259,6 +260,9 @@ def start_services(plan, record):
                             svc["name"], address, tail)
                         return False
                     time.sleep(0.1)
+        if svc.get("ready"):
+            record["commands"].append({"phase": "service_ready", "argv": ["connect"] + svc["ready"], "exit_code": 0,
+                                       "duration": round(time.monotonic() - started, 4)})
     return True
 
 

@@ -175,12 +175,15 @@ def _new_name(original: str, taken: set[str], vocab: list[str], rng: random.Rand
 
 def plant(files: dict[str, bytes], test_files: list[str], previous: Mapping[str, bytes | None],
           count: int = 3, rng: random.Random | None = None, spell: SpellId = pytest_id,
-          ) -> tuple[dict[str, bytes], list[Canary]]:
+          styles: tuple[str, ...] = ("function", "method")) -> tuple[dict[str, bytes], list[Canary]]:
     """Plant up to ``count`` canaries in ``files`` (path -> source after the test patch).
 
     ``previous`` holds each file's source before the test patch (None: new file): tests
-    it adds or changes are preferred as originals. Returns the changed files and the
-    canaries (none when no test file has a test with something to change)."""
+    it adds or changes are preferred as originals. ``spell`` is the runner's way of
+    writing a test id; ``styles`` the kinds of test it collects ("function": module-level
+    functions, e.g. sympy's runner; "method": methods of test classes, e.g. unittest).
+    Returns the changed files and the canaries (none when no test file has a test with
+    something to change)."""
     rng = rng or random.SystemRandom()
     per_file: dict[str, tuple[str, list[_Candidate], set[str]]] = {}
     for path in test_files:
@@ -196,6 +199,8 @@ def plant(files: dict[str, bytes], test_files: list[str], previous: Mapping[str,
         candidates, names = [], set()
         for fn, cls, scope in _tests_in(tree):
             names.add(fn.name)
+            if ("method" if cls else "function") not in styles:
+                continue
             if fn.decorator_list or any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(fn)):
                 continue
             indent = " " * fn.col_offset

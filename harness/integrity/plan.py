@@ -56,7 +56,7 @@ def ancestors(path: str) -> list[str]:
     return [""] + ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
 
 
-def test_root(path: str) -> str | None:
+def find_tests_root(path: str) -> str | None:
     """The topmost ancestor directory of a test file named like a test directory."""
     for directory in ancestors(path)[1:]:
         if any(fnmatch.fnmatch(posixpath.basename(directory), p) for p in TEST_DIR_PATTERNS):
@@ -110,7 +110,7 @@ def make_plan(tree: TreeTruth, test_patch_paths: Iterable[str], test_files: Iter
               pristine_paths: frozenset[str], protected: frozenset[str], restore_infra: bool = True) -> Plan:
     test_patch_paths = set(test_patch_paths)
     test_files = sorted(set(test_files) | {p for p in test_patch_paths if p.endswith(".py")})
-    roots = sorted({r for r in (test_root(f) for f in (*test_files, *test_patch_paths)) if r})
+    roots = sorted({r for r in (find_tests_root(f) for f in (*test_files, *test_patch_paths)) if r})
     test_anc = sorted({a for f in (*test_files, *test_patch_paths) for a in ancestors(f)})
     shadowed_names = protected | project_modules(pristine_paths, roots)
     import_roots = set(test_anc) | {"src"}
