@@ -140,11 +140,16 @@ class BareContainer:
         # the tests' first run, in the freshly started container (as in every harness run)
         self.first_run = next((c.duration for c in result.commands if c.phase == "tests"), None)
         self.argv, self.user, self.workdir, self.env = call["argv"], call["user"], call["workdir"], None
+        monitored = getattr(made[-1], "monitored_call", None)
+        self.monitored_argv = monitored["argv"] if monitored else None
         self.container = self.proxy._sandbox.container
 
-    def run(self) -> tuple[float, int, str]:
+    def run(self, monitored: bool = False) -> tuple[float, int, str]:
+        """Time the bare command (or, ``monitored``, the same with the harness's bootstrap,
+        audit hook and outcome plugin, as the launcher runs it)."""
+        argv = self.monitored_argv if monitored else self.argv
         started = time.monotonic()
-        res = self.container.exec_run(self.argv, user=self.user, workdir=self.workdir, environment=self.env)
+        res = self.container.exec_run(argv, user=self.user, workdir=self.workdir, environment=self.env)
         elapsed = time.monotonic() - started
         return elapsed, res.exit_code, res.output.decode(errors="replace")
 
@@ -247,17 +252,19 @@ def main(argv=None) -> int:
                 print(f"skipping {exc}", file=sys.stderr)
         ids = [i for i in ids if i in bare]
 
-        samples: dict[str, dict[str, list]] = {i: {"harness": [], "bare": []} for i in ids}
+        samples: dict[str, dict[str, list]] = {i: {"harness": [], "bare": [], "monitored": []} for i in ids}
         for rnd in range(args.rounds):
             order = ids if rnd % 2 == 0 else list(reversed(ids))
             for iid in order:
-                sides = ["harness", "bare"] if rnd % 2 == 0 else ["bare", "harness"]
+                sides = ["harness", "bare", "monitored"] if rnd % 2 == 0 else ["monitored", "bare", "harness"]
                 for side in sides:
-                    if side == "bare":
-                        seconds, code, output = bare[iid].run()
-                        samples[iid]["bare"].append({"seconds": seconds, "exit_code": code,
-                                                     "loadavg_1m": C.os.getloadavg()[0],
-                                                     "summary": summary_line(output)})
+                    if side in ("bare", "monitored"):
+                        if side == "monitored" and bare[iid].monitored_argv is None:
+                            continue
+                        seconds, code, output = bare[iid].run(monitored=side == "monitored")
+                        samples[iid][side].append({"seconds": seconds, "exit_code": code,
+                                                   "loadavg_1m": C.os.getloadavg()[0],
+                                                   "summary": summary_line(output)})
                     else:
                         run = C.run_cli(C.harness_args(instances=instances_path, predictions=args.predictions,
                                                        run_id=f"round-{rnd}", output_dir=runs_dir,
@@ -289,8 +296,12 @@ def main(argv=None) -> int:
         ratios = [hw / bw for hw, bw in zip(walls, bares)]
         same_tests = all(s["summary"] == b[0]["summary"] for s in h) and all(s["summary"] == b[0]["summary"] for s in b)
         med_wall, med_bare = C.median(walls), C.median(bares)
+        monitored = [s["seconds"] for s in samples[iid]["monitored"]]
+        monitor_cost = C.median(m - b for m, b in zip(monitored, bares)) if monitored else None
         agg = {
             "median_harness_wall": med_wall, "median_bare": med_bare, "ratio_of_medians": med_wall / med_bare,
+            "median_monitored": C.median(monitored) if monitored else None,
+            "median_paired_monitor_cost": monitor_cost,
             "median_paired_ratio": C.median(ratios), "median_paired_overhead": C.median(paired),
             "median_cli_seconds": C.median(s["cli_seconds"] for s in h),
             "median_cli_cpu_seconds": C.median(s["cli_cpu_seconds"] for s in h),
@@ -307,7 +318,8 @@ def main(argv=None) -> int:
         }
         per_instance[iid] = agg
         rows.append([iid, C.fmt(med_bare), C.fmt(med_wall), C.fmt(agg["ratio_of_medians"]),
-                     C.fmt(agg["median_paired_overhead"]), C.fmt(agg["median_cli_seconds"]),
+                     C.fmt(agg["median_paired_overhead"]),
+                     "-" if monitor_cost is None else C.fmt(monitor_cost, 3), C.fmt(agg["median_cli_seconds"]),
                      C.fmt(agg["median_cli_cpu_seconds"]), f"{agg['median_system_busy'] * 100:.0f}",
                      "/".join(agg["statuses"]), "yes" if same_tests else "NO"])
         ph = agg["phases"]
@@ -324,10 +336,12 @@ def main(argv=None) -> int:
 
     md = [C.header(f"Overhead against the bare test command ({args.rounds} rounds, interleaved)", machine),
           C.markdown_table(["instance", "bare test cmd (s)", "harness wall (s)", "ratio", "overhead (s)",
-                            "CLI process, 1 instance (s)", "CLI CPU (s)", "machine busy (%)", "status",
+                            "of which monitor+plugin (s)", "CLI process, 1 instance (s)", "CLI CPU (s)", "machine busy (%)", "status",
                             "same tests"], rows),
           "\nMedians over rounds. *harness wall* = report.json `timings.wall`; *overhead* = median of the "
-          "per-round differences; *CLI process* = wall time of the whole `harness run --instance-ids ID` "
+          "per-round differences; *monitor+plugin* = median of the per-round differences between the test "
+          "command run with the harness's bootstrap (audit hook, outcome plugin, evidence fd) and bare, in the "
+          "same kept container; *CLI process* = wall time of the whole `harness run --instance-ids ID` "
           "process (interpreter start-up, imports, summary included); *CLI CPU* = that process's user+system "
           "CPU time (host side); *machine busy* = all CPUs busy during the harness runs, all processes "
           "(other sessions share the machine); *same tests* = pytest's summary line identical on both sides.\n",

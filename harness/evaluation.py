@@ -174,6 +174,7 @@ class Evaluator:
         #: the test command as the runner would run it without the harness around it (no
         #: bootstrap, no plugin): what benchmarks/overhead.py times as "bare"
         self.bare_call: dict | None = None
+        self.monitored_call: dict | None = None
 
     # ----------------------------------------------------------------- helpers
     def _phase(self, name: str, started: float) -> None:
@@ -253,6 +254,10 @@ class Evaluator:
         argv = steps.launcher_argv(layout)
         self.bare_call = {"argv": env_argv(self.env, ["/bin/bash", "-c", build_test_command(
             self.spec, test_files, results_path)]), "user": "1000:1000", "workdir": steps.TESTBED}
+        # ...and with the bootstrap, the monitor and the plugin, as the launcher runs it
+        self.monitored_call = {"argv": env_argv({**env, "HARNESS_EVIDENCE_FD": "9"}, [
+            "/bin/bash", "-c", f"exec 9>>/tmp/.bench-events; {command}"]), "user": "1000:1000",
+            "workdir": steps.TESTBED}
         deadline = timeout + self.config.setup_timeout + 60 + sum(
             s.ready_timeout + self.config.setup_timeout * len(s.setup) for s in self.spec.services) + (
             self.config.setup_timeout if self.spec.reinstall_after_patch else 0)

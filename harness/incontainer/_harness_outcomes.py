@@ -12,7 +12,10 @@ difference. Through the evidence fd (``_harness_monitor.emit``) it records:
 * ``session``: the exit status, and at ``unconfigure`` (after the JUnit writer ran) the
   sha256 of the results file, so a file rewritten later (``atexit``) is detected.
 
-Works with pytest 4 to 8 (plain hooks, no hook-wrapper markers).
+Works with pytest 4 to 8 (plain hooks, no hook-wrapper markers). The bootstrap imports this
+module before pytest starts, so pytest must not try to rewrite its asserts (it has none;
+pytest would warn that it cannot, and a repository's ``filterwarnings = error`` would make
+that fatal): PYTEST_DONT_REWRITE.
 """
 
 import hashlib
