@@ -219,8 +219,9 @@ def judge_evidence(ev: Evidence, statuses: dict[str, TestStatus], graded: tuple[
 
     if plugin_expected and ev.boot is not None and ev.reports:
         disagree = []
+        runner_view = runner_statuses(ev, graded)
         for test_id in graded:
-            junit, plugin = statuses.get(test_id), plugin_status(ev.reports.get(test_id, {}))
+            junit, plugin = statuses.get(test_id), runner_view.get(test_id)
             if junit is not None and plugin is None:
                 disagree.append(f"{test_id}: results {junit.value}, runner reported nothing")
             elif junit is not None and plugin is not None and _differ(junit, plugin):
@@ -230,6 +231,16 @@ def judge_evidence(ev: Evidence, statuses: dict[str, TestStatus], graded: tuple[
             details["results_disagree_with_runner"] = disagree[:50]
             ambiguous = f"the results file and the runner's own reports disagree: {disagree[:3]}"
     return RuntimeVerdict("; ".join(tampered) or None, ambiguous, flags, details, infra)
+
+
+def runner_statuses(ev: Evidence, graded: tuple[str, ...]) -> dict[str, TestStatus]:
+    """The runner's own statuses, with graded ids that were cut at a space matched the way
+    the results file's are (:func:`harness.grading.parsers.alias_truncated_ids`)."""
+    from harness.grading.parsers import ParsedResults, alias_truncated_ids
+    parsed = ParsedResults(statuses={t: s for t, phases in ev.reports.items()
+                                     if (s := plugin_status(phases)) is not None})
+    alias_truncated_ids(parsed, graded)
+    return parsed.statuses
 
 
 def _differ(a: TestStatus, b: TestStatus) -> bool:
