@@ -36,6 +36,9 @@ from docker.types import Mount
 from harness.errors import ContainerDied, InfrastructureError
 
 LABEL_RUN = "org.harness.run-id"
+#: The run directory (absolute): run ids are not unique across output directories (every
+#: ``harness validate`` has a ``gold-1``), so cleaning up leftovers matches both labels.
+LABEL_RUN_DIR = "org.harness.run-dir"
 #: What the container's root holds (root set-up steps only; see harness/incontainer/launcher.py):
 #: restore/seal files owned by others (CHOWN, DAC_OVERRIDE, FOWNER), start commands as the test and
 #: service users with nothing left (SETUID, SETGID, SETPCAP), stop the test user's processes (KILL).
@@ -118,9 +121,10 @@ class DockerBackend:
     """Starts sandboxes on one Docker engine."""
 
     def __init__(self, client: docker.DockerClient, run_id: str, user: str = "1000:1000",
-                 limits: Limits | None = None) -> None:
+                 limits: Limits | None = None, run_dir: str | None = None) -> None:
         self.client = client
         self.run_id = run_id
+        self.run_dir = run_dir
         self.user = user
         self.limits = limits or Limits()
 
@@ -136,6 +140,8 @@ class DockerBackend:
         suffix = secrets.token_hex(4)
         base = f"harness-{_safe(name_hint)[:60]}-{suffix}"
         labels = {LABEL_RUN: self.run_id, LABEL_OWNER: "harness"}
+        if self.run_dir:
+            labels[LABEL_RUN_DIR] = self.run_dir
         limits = self.limits
         volumes = []
         mounts = []
@@ -172,8 +178,12 @@ class DockerBackend:
 
     def cleanup_run(self, run_id: str | None = None) -> int:
         """Remove every container and volume labelled with the run id (default: this
-        backend's). Returns the number of containers removed."""
-        label = f"{LABEL_RUN}={run_id or self.run_id}"
+        backend's) and, when the backend knows it, this run directory: another run with the
+        same id elsewhere (another user's ``harness validate``) is left alone. Returns the
+        number of containers removed."""
+        label = [f"{LABEL_RUN}={run_id or self.run_id}"]
+        if self.run_dir and run_id is None:
+            label.append(f"{LABEL_RUN_DIR}={self.run_dir}")
         removed = 0
         for container in self.client.containers.list(all=True, filters={"label": label}):
             try:
