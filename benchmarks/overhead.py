@@ -62,6 +62,8 @@ def parse_args(argv=None):
     p.add_argument("--cache-dir", type=Path, default=C.DEFAULT_CACHE)
     p.add_argument("--runs-dir", type=Path, help="where run directories go (default: a temp dir, removed)")
     p.add_argument("--out", type=Path, help="raw JSON (default benchmarks/results/overhead.json)")
+    p.add_argument("--before", type=Path, metavar="CHECKOUT",
+                   help="also time another checkout's harness (e.g. main before a change), interleaved")
     return p.parse_args(argv)
 
 
@@ -252,12 +254,25 @@ def main(argv=None) -> int:
                 print(f"skipping {exc}", file=sys.stderr)
         ids = [i for i in ids if i in bare]
 
-        samples: dict[str, dict[str, list]] = {i: {"harness": [], "bare": [], "monitored": []} for i in ids}
+        samples: dict[str, dict[str, list]] = {i: {"harness": [], "bare": [], "monitored": [], "before": []}
+                                               for i in ids}
         for rnd in range(args.rounds):
             order = ids if rnd % 2 == 0 else list(reversed(ids))
             for iid in order:
-                sides = ["harness", "bare", "monitored"] if rnd % 2 == 0 else ["monitored", "bare", "harness"]
+                sides = ["harness", "before", "bare", "monitored"]
+                sides = sides if rnd % 2 == 0 else list(reversed(sides))
                 for side in sides:
+                    if side == "before":
+                        if args.before is None:
+                            continue
+                        run = C.run_cli(C.harness_args(instances=instances_path, predictions=args.predictions,
+                                                       run_id=f"before-{rnd}", output_dir=runs_dir,
+                                                       extra=["--force", "--instance-ids", iid], **common),
+                                        checkout=args.before.resolve())
+                        rep = C.read_reports(runs_dir / f"before-{rnd}")[iid]
+                        samples[iid]["before"].append({"cli_seconds": run.elapsed, "status": rep["status"],
+                                                       "timings": rep["timings"], "decomposition": decompose(rep)})
+                        continue
                     if side in ("bare", "monitored"):
                         if side == "monitored" and bare[iid].monitored_argv is None:
                             continue
@@ -298,9 +313,16 @@ def main(argv=None) -> int:
         med_wall, med_bare = C.median(walls), C.median(bares)
         monitored = [s["seconds"] for s in samples[iid]["monitored"]]
         monitor_cost = C.median(m - b for m, b in zip(monitored, bares)) if monitored else None
+        before = samples[iid]["before"]
+        before_overhead = C.median(s["timings"]["wall"] - bw for s, bw in zip(before, bares)) if before else None
         agg = {
             "median_harness_wall": med_wall, "median_bare": med_bare, "ratio_of_medians": med_wall / med_bare,
             "median_monitored": C.median(monitored) if monitored else None,
+            "before_median_wall": C.median(s["timings"]["wall"] for s in before) if before else None,
+            "before_median_paired_overhead": before_overhead,
+            "before_decomposition": ({k: C.median(s["decomposition"][k] for s in before)
+                                      for k in before[0]["decomposition"]} if before else None),
+            "before_statuses": sorted({s["status"] for s in before}),
             "median_paired_monitor_cost": monitor_cost,
             "median_paired_ratio": C.median(ratios), "median_paired_overhead": C.median(paired),
             "median_cli_seconds": C.median(s["cli_seconds"] for s in h),
@@ -359,6 +381,29 @@ def main(argv=None) -> int:
                             "first run in a fresh container − bare⁴"], decomp_rows),
           "\n⁴ the test command's first run in the bare container (the harness's own run that set it up) "
           "minus the median of the later runs there: what running in a *fresh* container costs by itself.\n"]
+    if args.before is not None:
+        before_rows = []
+        for iid in ids:
+            a = per_instance[iid]
+            b = a["before_decomposition"] or {}
+            d = a["decomposition"]
+            before_rows.append([iid, C.fmt(a["median_bare"]),
+                                C.fmt(a["before_median_wall"]) if a["before_median_wall"] is not None else "-",
+                                C.fmt(a["before_median_paired_overhead"], 3)
+                                if a["before_median_paired_overhead"] is not None else "-",
+                                str(int(b.get("execs", 0))), C.fmt(a["median_harness_wall"]),
+                                C.fmt(a["median_paired_overhead"], 3), str(int(d["execs"])),
+                                "-" if a["median_paired_monitor_cost"] is None
+                                else C.fmt(a["median_paired_monitor_cost"], 3),
+                                "/".join(a["before_statuses"]) + " → " + "/".join(a["statuses"])])
+        md += [f"### Before ({args.before}) and after, interleaved in the same rounds\n",
+               C.markdown_table(["instance", "bare (s)", "before: wall (s)", "before: overhead (s)",
+                                 "before: docker execs", "after: wall (s)", "after: overhead (s)",
+                                 "after: docker execs", "after: of which monitor+plugin (s)", "status"],
+                                before_rows),
+               "\n*overhead* = median over rounds of (wall − bare) paired by round; *docker execs* = exec "
+               "round trips per instance (after: the set-up step and the test step; the others run inside "
+               "them).\n"]
     cpu = [per_instance[i] for i in ids]
     md.append("\nCPU of one `harness run --instance-ids ID` invocation (medians over all instances and rounds): "
               f"harness process {C.fmt(C.median(a['median_cli_cpu_seconds'] for a in cpu))} s, dockerd + containerd "
