@@ -212,7 +212,14 @@ def execute_run(args: argparse.Namespace, instances_path: Path, predictions_arg:
                        eval=EvalConfig(timeout=args.timeout), max_workers=args.max_workers, force=args.force,
                        control_dir=getattr(args, "control", None))
     progress = _Progress(len(tasks), enabled=not args.quiet and sys.stderr.isatty())
-    runner = BatchRunner(config, client, Preparer(client, specs, resolver, cache_dir), progress=progress.update)
+    from harness.views.site import page_hook
+    write_page = page_hook(paths.root, run_id)  # each instance's HTML page as soon as it is graded
+
+    def on_result(result) -> None:
+        progress.update(result)
+        write_page(result)
+
+    runner = BatchRunner(config, client, Preparer(client, specs, resolver, cache_dir), progress=on_result)
     if manifest is not None:
         from harness.manifest import differences, load_manifest
         pinned = load_manifest(manifest)

@@ -112,6 +112,7 @@ class InstanceDetail:
     error_origin: str | None
     error_detail: str
     tests: tuple[TestRow, ...]
+    test_counts: tuple[tuple[str, int], ...]  # (outcome, count) for outcomes that occur
     patch: PatchView | None
     test_output: TextExcerpt | None
     commands: tuple[CommandRow, ...]
@@ -311,7 +312,9 @@ def load_instance_detail(run_dir: str | Path, report_dir: str, run_id: str,
         status=status, resolved=resolved,
         verdict=verdict_sentence(status, resolved, f2p, p2p, error_reason, error_origin),
         error_reason=error_reason, error_origin=error_origin, error_detail=str(report.get("error_detail") or ""),
-        tests=tests, patch=patch, test_output=excerpt(directory / "test_output.txt"),
+        tests=tests, test_counts=tuple((o, n) for o in ("passed", "failed", "missing", "not_graded")
+                                       if (n := sum(t.outcome == o for t in tests))),
+        patch=patch, test_output=excerpt(directory / "test_output.txt"),
         commands=_commands(report.get("commands")),
         timings=tuple((str(k), float(v)) for k, v in timings.items()
                       if isinstance(v, (int, float)) and not isinstance(v, bool)),

@@ -1,7 +1,7 @@
-"""Charts as plain inline SVG, built with :mod:`xml.etree.ElementTree`.
+"""Charts as plain inline SVG, built by a minimal element writer.
 
-ElementTree escapes every text node and attribute value, so labels that came from
-instance records (repository names, test ids) can never become markup.  Colours come
+Every text node and attribute value goes through :func:`markupsafe.escape`, so labels
+that came from instance records (repository names, test ids) can never become markup.  Colours come
 from the page's stylesheet through class names (no ``style`` attributes: the pages'
 Content-Security-Policy forbids them).  Nothing is fetched: a chart is a string.
 """
@@ -9,11 +9,10 @@ Content-Security-Policy forbids them).  Nothing is fetched: a chart is a string.
 from __future__ import annotations
 
 import math
-import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 __all__ = ["Bar", "interval_chart", "box_chart", "diverging_chart", "timeline_chart", "line_chart"]
 
@@ -32,22 +31,46 @@ class Bar:
     css: str = "bar"
 
 
-def _root(width: float, height: float, label: str) -> ET.Element:
-    return ET.Element("svg", {"xmlns": "http://www.w3.org/2000/svg", "class": "chart", "role": "img",
-                              "aria-label": label, "width": f"{width:g}", "height": f"{height:g}",
-                              "viewBox": f"0 0 {width:g} {height:g}"})
+class _Node:
+    """A minimal SVG element: tag, attributes, children, text; serialised with every
+    attribute value and text escaped (markupsafe.escape: & < > " ')."""
+
+    __slots__ = ("tag", "attrs", "children", "text")
+
+    def __init__(self, tag: str, attrs: dict[str, str]) -> None:
+        self.tag, self.attrs, self.children, self.text = tag, attrs, [], ""
+
+    def render(self, out: list[str]) -> None:
+        attrs = "".join(f' {name}="{escape(value)}"' for name, value in self.attrs.items())
+        out.append(f"<{self.tag}{attrs}>")
+        if self.text:
+            out.append(str(escape(self.text)))
+        for child in self.children:
+            child.render(out)
+        out.append(f"</{self.tag}>")
 
 
-def _el(parent: ET.Element, tag: str, css: str | None = None, **attrs: float | str) -> ET.Element:
-    values = {k.rstrip("_").replace("_", "-"): (f"{v:.2f}".rstrip("0").rstrip(".") if isinstance(v, float) else str(v))
-              for k, v in attrs.items()}
+def _root(width: float, height: float, label: str) -> _Node:
+    return _Node("svg", {"xmlns": "http://www.w3.org/2000/svg", "class": "chart", "role": "img",
+                         "aria-label": label, "width": f"{width:g}", "height": f"{height:g}",
+                         "viewBox": f"0 0 {width:g} {height:g}"})
+
+
+def _number(value: float | str) -> str:
+    return f"{value:.2f}".rstrip("0").rstrip(".") if isinstance(value, float) else str(value)
+
+
+def _el(parent: _Node, tag: str, css: str | None = None, **attrs: float | str) -> _Node:
+    values = {k.rstrip("_").replace("_", "-"): _number(v) for k, v in attrs.items()}
     if css:
         values["class"] = css
-    return ET.SubElement(parent, tag, values)
+    node = _Node(tag, values)
+    parent.children.append(node)
+    return node
 
 
-def _text(parent: ET.Element, x: float, y: float, text: str, css: str = "label", anchor: str = "start",
-          full: str | None = None) -> ET.Element:
+def _text(parent: _Node, x: float, y: float, text: str, css: str = "label", anchor: str = "start",
+          full: str | None = None) -> _Node:
     node = _el(parent, "text", css, x=x, y=y, text_anchor=anchor)
     node.text = text
     if full is not None and full != text:
@@ -59,8 +82,10 @@ def _short(text: str, limit: int = _LABEL_CHARS) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def _markup(root: ET.Element) -> Markup:
-    return Markup(ET.tostring(root, encoding="unicode"))
+def _markup(root: _Node) -> Markup:
+    out: list[str] = []
+    root.render(out)
+    return Markup("".join(out))
 
 
 def _clamp(value: float) -> float:
@@ -173,20 +198,17 @@ def diverging_chart(rows: Sequence[tuple[str, int, int]], left_label: str, right
 
 
 def timeline_chart(timings: Sequence[tuple[str, float]], label: str) -> Markup:
-    """One stacked bar of phases in order, with a legend."""
-    width, bar_top, bar_height = 760.0, 6.0, 24.0
+    """One stacked bar of phases in order; segment ``i`` has class ``seg{i % 8}`` (the page's
+    table of phases carries the same classes as its key)."""
+    width, height = 760.0, 24.0
     total = sum(seconds for _, seconds in timings) or 1.0
-    legend_rows = math.ceil(len(timings) / 4)
-    root = _root(width, bar_top + bar_height + 10 + 18 * legend_rows, label)
+    root = _root(width, height, label)
     x = 0.0
     for i, (phase, seconds) in enumerate(timings):
         span = width * seconds / total
-        rect = _el(root, "rect", f"seg seg{i % 8}", x=x, y=bar_top, width=max(span, 0.5), height=bar_height)
+        rect = _el(root, "rect", f"seg seg{i % 8}", x=x, y=0.0, width=max(span, 0.5), height=height)
         _el(rect, "title").text = f"{phase}: {seconds:.3f} s"
         x += span
-        lx, ly = (i % 4) * width / 4, bar_top + bar_height + 10 + 18 * (i // 4)
-        _el(root, "rect", f"seg seg{i % 8}", x=lx, y=ly, width=10, height=10)
-        _text(root, lx + 14, ly + 9, f"{_short(phase, 18)} {seconds:.2f} s", "value", full=phase)
     return _markup(root)
 
 

@@ -227,3 +227,21 @@ def test_view_serves_test_artefacts_as_text(served, hostile_run):
     status, headers, _ = get(served.server_address[1], f"/{instance.name}/results.xml")
     assert status == 200 and headers["Content-Type"].startswith("text/plain")
     assert get(served.server_address[1], f"/{instance.name}/test_output.txt")[1]["Content-Type"].startswith("text/plain")
+
+
+def test_instance_pages_are_rewritten_only_when_their_inputs_change(tmp_path):
+    from harness.views.site import write_instance_page
+    run = write_synthetic_run(tmp_path, "r", 2)
+    first = sorted(p.name for p in run.iterdir() if p.is_dir())[0]
+    assert write_instance_page(run, first, "r") is True
+    assert write_instance_page(run, first, "r") is False  # unchanged inputs: skipped
+    assert write_run_pages(run).unchanged_pages == 1  # the other one was written now
+    assert write_run_pages(run).instance_pages == 0
+    report = json.loads((run / first / "report.json").read_text())
+    report["error_detail"] = "changed"
+    (run / first / "report.json").write_text(json.dumps(report))
+    assert write_instance_page(run, first, "r") is True
+    with (run / first / "test_output.txt").open("a") as handle:
+        handle.write("one more line\n")
+    assert write_instance_page(run, first, "r") is True
+    assert write_instance_page(run, first, "other-run-id") is True  # the run id is shown on the page
