@@ -245,3 +245,63 @@ def test_instance_pages_are_rewritten_only_when_their_inputs_change(tmp_path):
         handle.write("one more line\n")
     assert write_instance_page(run, first, "r") is True
     assert write_instance_page(run, first, "other-run-id") is True  # the run id is shown on the page
+
+
+def test_attempt_runs_get_pass_k_and_linked_attempt_pages(tmp_path, capsys):
+    from harness.compare import run_compare
+    from tests.unit.test_compare import _parse, report as make_report, write_run
+    attempts = {f"o__r-{i}": [make_report(f"o__r-{i}", ok, attempt=n + 1, calls=2, cost=0.5)
+                              for n, ok in enumerate(outcomes)]
+                for i, outcomes in enumerate([(True, False, True), (False, False, True), (False, False, False)])}
+    run = write_run(tmp_path / "runs", "multi", {}, attempts=attempts)
+    written = write_run_pages(run)
+    assert written.instance_pages == 9
+    html = (run / "report.html").read_text()
+    assert "mean pass@k" in html and "polyline" in html
+    page = (run / "o__r-0" / "attempt-2" / "report.html").read_text()
+    assert 'href="../../o__r-0/attempt-1/report.html"' in page and "<strong>attempt 2</strong>" in page
+    claims = write_json_file(tmp_path / "c.json", {"resolved": ["o__r-0"], "unresolved": ["o__r-1", "o__r-2"],
+                                                   "no_prediction": []})
+    assert run_compare(_parse(["compare", str(run), "--claimed", str(claims)])) == 0
+    comparison = (run / "compare-claims-c.html").read_text()
+    assert "mean pass@k" in comparison and "Repeated attempts" in comparison
+    capsys.readouterr()
+
+
+def write_json_file(path: Path, data) -> Path:
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_json_view_of_the_run_report(hostile_run):
+    from harness.views.json_view import to_dict
+    report = load_run_report(hostile_run)
+    data = json.loads(json.dumps(to_dict(report)))
+    assert data["kind"] == "run_report"
+    assert data["resolved"]["successes"] == report.resolved.successes
+    assert [row["instance_id"] for row in data["instances"]] == [r.instance_id for r in report.instances]
+    with pytest.raises(TypeError):
+        to_dict({"not": "a result"})
+
+
+def test_harness_view_command_prints_the_address(hostile_run):
+    import subprocess
+    import sys
+    import urllib.request
+    process = subprocess.Popen([sys.executable, "-m", "harness.cli", "view", str(hostile_run)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = process.stdout.readline()
+        match = re.search(r"at (http://127\.0\.0\.1:(\d+)/report\.html)", line)
+        assert match, line
+        with urllib.request.urlopen(match.group(1), timeout=10) as response:
+            assert response.status == 200 and b"<title>Run hostile" in response.read()
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_harness_view_refuses_a_directory_that_is_not_a_run(tmp_path, capsys):
+    from harness.cli import main
+    assert main(["view", str(tmp_path)]) == 2
+    assert "summary.json" in capsys.readouterr().err
