@@ -8,11 +8,10 @@ resource or a Content-Security-Policy violation would all be one."""
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support.ui import Select
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from harness.views.serve import make_server
 from harness.views.site import write_run_pages
@@ -31,6 +30,13 @@ def rows(driver, table_id: str) -> list:
 
 def table_ids(driver) -> list[str]:
     return [r.find_element(By.CSS_SELECTOR, "td").text.split(" ")[0] for r in rows(driver, "instance-table")]
+
+
+def type_at_once(driver, box, text: str) -> None:
+    """Set a search box and fire one input event (typing key by key on a loaded machine
+    could search a prefix first: the page searches after a 200 ms pause)."""
+    driver.execute_script("arguments[0].value = arguments[1]; arguments[0].dispatchEvent(new Event('input'))",
+                          box, text)
 
 
 def script_count(driver) -> int:
@@ -104,9 +110,8 @@ def test_instance_page_diff_tests_and_output(page, demo):
     assert not output.is_displayed()
     page.find_element(By.CSS_SELECTOR, "#output-details > summary").click()
     box = page.find_element(By.CSS_SELECTOR, "input[data-search-in='test-output']")
-    box.send_keys("DID NOT RAISE")
-    time.sleep(0.4)
-    marks = page.find_elements(By.CSS_SELECTOR, "#test-output mark")
+    type_at_once(page, box, "DID NOT RAISE")
+    marks = WebDriverWait(page, 10).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#test-output mark"))
     assert len(marks) >= 3 and all(m.text == "DID NOT RAISE" for m in marks)
     assert page.find_element(By.ID, "test-output-count").text.endswith(f"of {len(marks)} matches")
     commands = [r.find_elements(By.TAG_NAME, "td") for r in rows(page, "command-table")]
@@ -182,9 +187,8 @@ def test_hostile_patch_and_output_are_text(page, demo):
     output = page.find_element(By.ID, "test-output").text
     assert '</script><script>window.__pwned=2</script><img src=x onerror="window.__pwned=3"><b>bold</b>' in output
     box = page.find_element(By.CSS_SELECTOR, "input[data-search-in='test-output']")
-    box.send_keys("<script>")  # highlighting rebuilds the output: still text
-    time.sleep(0.4)
-    assert page.find_elements(By.CSS_SELECTOR, "#test-output mark")
+    type_at_once(page, box, "<script>")  # highlighting rebuilds the output: still text
+    assert WebDriverWait(page, 10).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#test-output mark"))
     not_pwned(page)
     assert "hostile</script><b>model</b>" in page.find_element(By.CSS_SELECTOR, "header").text
     page.get(file_url(demo.hostile / "report.html"))
