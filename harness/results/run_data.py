@@ -46,6 +46,9 @@ SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._\-]*")
 _ATTEMPT_DIR = re.compile(r"attempt-(\d+)")
 
 
+#: Note on an instance whose report could not be read (``load_run(strict=False)``).
+UNREADABLE = "unreadable_report"
+
 #: Each instance directory's HTML page, next to its report.json.
 INSTANCE_PAGE = "report.html"
 
@@ -274,7 +277,7 @@ def _read_attempts(instance_dir: Path, instance_id: str) -> list[tuple[int, Path
     return result
 
 
-def load_run(run_dir: str | os.PathLike[str]) -> RunData:
+def load_run(run_dir: str | os.PathLike[str], *, strict: bool = True) -> RunData:
     """Read ``summary.json`` and every per-instance report of one run directory.
 
     The run's instance universe is the union of the summary's id lists.  Verdicts:
@@ -286,7 +289,10 @@ def load_run(run_dir: str | os.PathLike[str]) -> RunData:
       attempt's (a root ``<id>/report.json``, if also present, takes precedence), and all
       attempts feed the repeated-attempt statistics;
     * no report at all: unresolved, note ``no_prediction`` when the summary says the
-      instance had none, ``no_report`` otherwise.
+      instance had none, ``no_report`` otherwise;
+    * with ``strict=False`` (the report pages), an instance whose report is malformed is
+      kept, unresolved, with note ``unreadable_report: <why>`` and a warning, instead of
+      failing the whole run (comparisons stay strict: they refuse such input).
 
     Raises:
         InputError (ValueError): the directory or summary is missing, any JSON is
@@ -328,23 +334,32 @@ def load_run(run_dir: str | os.PathLike[str]) -> RunData:
             raise InputError(f"instance id {instance_id!r} is not a safe directory name",
                              source=str(summary_path), field="resolved_ids/unresolved_ids/...")
         instance_dir = root / instance_id
-        attempts = _read_attempts(instance_dir, instance_id)
-        has_attempts = has_attempts or bool(attempts)
         root_report = instance_dir / "report.json"
         main_path: Path | None
         main_fields: dict | None
         from_attempt = False
-        if root_report.is_file():
-            main_path, main_fields = root_report, _parse_report(root_report, instance_id)
-        elif attempts and attempts[0][2] is not None:
-            _, main_path, main_fields = attempts[0]
-            from_attempt = True
-        else:
-            main_path, main_fields = None, None
         notes: list[str] = []
+        try:
+            attempts = _read_attempts(instance_dir, instance_id)
+            if root_report.is_file():
+                main_path, main_fields = root_report, _parse_report(root_report, instance_id)
+            elif attempts and attempts[0][2] is not None:
+                _, main_path, main_fields = attempts[0]
+                from_attempt = True
+            else:
+                main_path, main_fields = None, None
+        except InputError as exc:
+            if strict:
+                raise
+            # Shown, never dropped: the instance stays in the universe, unresolved, and says why.
+            attempts, main_path, main_fields = [], None, None
+            notes.append(f"{UNREADABLE}: {exc}")
+            warnings.append(f"{instance_id}: report not readable, counted unresolved: {exc}")
+        has_attempts = has_attempts or bool(attempts)
         fallback = error_reasons.get(instance_id) if isinstance(error_reasons.get(instance_id), str) else None
         if main_fields is None:
-            notes.append("no_prediction" if instance_id in no_prediction and not attempts else "no_report")
+            if not notes:
+                notes.append("no_prediction" if instance_id in no_prediction and not attempts else "no_report")
             resolved = False
         elif from_attempt:
             # With several attempts the summary's lists may describe any attempt; the

@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from harness import stats
 from harness.results.claims_vs_run import attempt_summary
 from harness.results.comparison import RateWithInterval, rate_with_interval
-from harness.results.run_data import InstanceOutcome, RunData, load_run
+from harness.results.run_data import UNREADABLE, InstanceOutcome, RunData, load_run
 
 __all__ = ["STATUS_ORDER", "RepoRow", "OriginRow", "FlagRow", "PhaseStats", "InstanceRow", "RunReport",
            "build_run_report", "load_run_report", "instance_status"]
 
 #: Verdicts first, then the states of instances that have no verdict.
-STATUS_ORDER = ("FULL", "PARTIAL", "NO", "INVALID", "NO_REPORT", "NO_PREDICTION")
+STATUS_ORDER = ("FULL", "PARTIAL", "NO", "INVALID", "UNREADABLE", "NO_REPORT", "NO_PREDICTION")
 _ORIGIN_ORDER = ("model", "instance", "harness", "unknown")
 # Timings that are sums of the phases, not phases.
 _TOTALS = ("total", "wall")
@@ -127,6 +127,8 @@ def instance_status(outcome: InstanceOutcome) -> str:
     """The verdict, or ``NO_PREDICTION`` / ``NO_REPORT`` for an instance without a report."""
     if outcome.evidence.status:
         return outcome.evidence.status
+    if any(note.startswith(UNREADABLE) for note in outcome.evidence.notes):
+        return "UNREADABLE"
     return "NO_PREDICTION" if "no_prediction" in outcome.evidence.notes else "NO_REPORT"
 
 
@@ -260,9 +262,10 @@ def build_run_report(run: RunData) -> RunReport:
 
 
 def load_run_report(run_dir: str | os.PathLike[str]) -> RunReport:
-    """Read a run directory and build its report.
+    """Read a run directory and build its report (a malformed instance report is shown
+    as ``UNREADABLE`` with its reason, not fatal).
 
     Raises:
         InputError (ValueError): as :func:`~harness.results.run_data.load_run`.
     """
-    return build_run_report(load_run(run_dir))
+    return build_run_report(load_run(run_dir, strict=False))

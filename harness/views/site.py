@@ -144,7 +144,7 @@ def write_run_pages(run_dir: str | os.PathLike[str]) -> SitePaths:
         OSError: the run page cannot be written.
     """
     root = Path(run_dir).resolve()
-    run = load_run(root)
+    run = load_run(root, strict=False)  # one malformed report is shown as such, not fatal
     report = build_run_report(run)
     written = unchanged = 0
     failed: list[str] = []

@@ -305,3 +305,20 @@ def test_harness_view_refuses_a_directory_that_is_not_a_run(tmp_path, capsys):
     from harness.cli import main
     assert main(["view", str(tmp_path)]) == 2
     assert "summary.json" in capsys.readouterr().err
+
+
+def test_a_malformed_report_is_shown_not_fatal(tmp_path):
+    from harness.compare import load_run
+    run = write_synthetic_run(tmp_path, "r", 4)
+    broken = sorted(p.name for p in run.iterdir() if p.is_dir())[2]
+    (run / broken / "report.json").write_text('{"instance_id": "%s", "resolved": "yes"}' % broken)
+    with pytest.raises(ValueError, match="resolved"):
+        load_run(run)  # comparisons refuse it
+    written = write_run_pages(run)  # the pages show it
+    report = load_run_report(run)
+    row = next(r for r in report.instances if r.instance_id == broken)
+    assert (row.status, row.resolved, row.page) == ("UNREADABLE", False, None)
+    assert "resolved" in row.reason and any(broken in w for w in report.warnings)
+    assert written.instance_pages == 3
+    html = (run / "report.html").read_text()
+    assert "UNREADABLE" in html and "report not readable" in html
