@@ -203,6 +203,7 @@ def timeline_chart(timings: Sequence[tuple[str, float]], label: str) -> Markup:
     width, height = 760.0, 24.0
     total = sum(seconds for _, seconds in timings) or 1.0
     root = _root(width, height, label)
+    root.attrs.update({"class": "chart timeline", "preserveAspectRatio": "none"})  # stretched to the page width
     x = 0.0
     for i, (phase, seconds) in enumerate(timings):
         span = width * seconds / total
