@@ -18,7 +18,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from harness import __version__
+from harness.buildinfo import VersionAction
 from harness.errors import EngineUnavailable, HarnessError, InputError
 
 DEFAULT_OUTPUT_DIR = "runs"
@@ -34,7 +34,7 @@ def _repo_override(text: str) -> tuple[str, Path]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="harness", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--version", action="version", version=f"harness {__version__}")
+    parser.add_argument("--version", action=VersionAction)
     sub = parser.add_subparsers(dest="command", required=True)
 
     common = argparse.ArgumentParser(add_help=False)
@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     validate = sub.add_parser("validate", parents=[common],
                               help="reference patch N times and empty patch once: a validity report")
-    validate.add_argument("--instances", type=Path, required=True)
+    validate.add_argument("--instances", type=Path, help="instance set (JSON, JSONL or YAML); default: the demo set")
     validate.add_argument("--repeat", type=int, default=3, help="reference-patch repeats (default 3)")
     validate.add_argument("--run-id", help="directory under --output-dir (default: validate-<instances file>)")
     validate.set_defaults(func=cmd_validate)
@@ -92,12 +92,14 @@ def build_parser() -> argparse.ArgumentParser:
                        help="keep images up to this level (default env: instance images go)")
     prune.set_defaults(func=cmd_images_prune)
 
-    doctor = sub.add_parser("doctor", help="check the engine, mmdebstrap and disk")
+    doctor = sub.add_parser("doctor", help="check the engine, mmdebstrap, disk and data; say where things are")
     doctor.add_argument("--start-engine", action="store_true", help="start dockerd if nothing answers (root)")
     doctor.set_defaults(func=cmd_doctor)
 
     from harness.compare import add_compare_parser
     add_compare_parser(sub)
+    from harness.resources import add_data_parser
+    add_data_parser(sub)
     return parser
 
 
@@ -142,7 +144,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from harness.report import write_json_atomic, write_text_atomic
     if args.repeat < 1:
         raise InputError("must be at least 1", field="--repeat")
-    instances_path = args.instances.expanduser().resolve()
+    from harness import demo
+    instances_path = (args.instances or demo.DEMO_DIR / "instances.jsonl").expanduser().resolve()
     root = args.output_dir.expanduser().resolve() / (args.run_id or f"validate-{_slug(instances_path.stem)}")
     gold_runs = []
     for n in range(1, args.repeat + 1):
@@ -405,6 +408,17 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         print(f"{tool}: {found or 'missing'}")
         if not found and not (tool == "dockerd" and engine_ok):
             problems.append(f"{tool} is missing ({needed}): apt-get install {package}")
+    from harness import resources
+    from harness.buildinfo import build_info
+    print(f"version: {build_info().describe()}")
+    try:
+        print(f"data: {resources.images_dir()}, {resources.instances_dir()} ({resources.data_source()})")
+    except resources.ResourceError as exc:
+        problems.append(str(exc))
+    problems += resources.problems()
+    print(f"cache: {cache_root()} ($HARNESS_CACHE_DIR, default ~/.cache/harness; --cache-dir overrides)")
+    print(f"runs: {Path(DEFAULT_OUTPUT_DIR).resolve()} (--output-dir, default ./{DEFAULT_OUTPUT_DIR} "
+          "of the working directory)")
     for label, path in (("cache", cache_root()), ("docker data", Path("/var/lib/docker"))):
         probe = path if path.exists() else Path(os.path.expanduser("~"))
         free = shutil.disk_usage(probe).free / 1024**3
