@@ -4,6 +4,7 @@
     harness audit      run the adversarial corpus against your instances and specs
     harness doctor     say what is missing (engine, mmdebstrap, disk); --start-engine starts dockerd
     harness compare    vendor claims vs a run, or run A vs run B (see harness.compare)
+    harness view       serve a run directory's HTML report on 127.0.0.1
 
 Exit codes: 0 the command did its job (whatever the verdicts), 2 bad input or missing
 prerequisites (a sentence on stderr, no traceback), 1 an unexpected failure.
@@ -80,9 +81,16 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--classes", nargs="+", metavar="CLASS",
                        help="only these attack classes (1-9 of issue 11, or 'suite')")
     audit.set_defaults(func=cmd_audit, timeout=None)
-    report = sub.add_parser("report", help="re-grade a run from its saved outputs (no containers)")
+    report = sub.add_parser("report", help="re-grade a run from its saved outputs (no containers) and write "
+                                           "its report.html")
     report.add_argument("run_dir", type=Path)
     report.set_defaults(func=cmd_report)
+
+    view = sub.add_parser("view", help="serve a run directory's HTML report on 127.0.0.1 and print the address")
+    view.add_argument("run_dir", type=Path)
+    view.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: any free port)")
+    view.add_argument("--verbose", action="store_true", help="log every request on stderr")
+    view.set_defaults(func=cmd_view)
 
     images = sub.add_parser("images", help="list or prune the harness's images")
     images_sub = images.add_subparsers(dest="images_command", required=True)
@@ -150,9 +158,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
     root = args.output_dir.expanduser().resolve() / safe_run_id(args.run_id or f"validate-{_slug(instances_path.stem)}")
     gold_runs = []
     for n in range(1, args.repeat + 1):
-        _, results, _ = execute_run(args, instances_path, "gold", f"gold-{n}", root, show=False)
+        _, results, _ = execute_run(args, instances_path, "gold", f"gold-{n}", root, show=False,
+                                    label=f"{root.name}-gold-{n}")
         gold_runs.append({r.instance_id: r.to_report() for r in results})
-    _, empty_results, _ = execute_run(args, instances_path, "empty", "empty", root, show=False)
+    _, empty_results, _ = execute_run(args, instances_path, "empty", "empty", root, show=False,
+                                      label=f"{root.name}-empty")
     empty = {r.instance_id: r.to_report() for r in empty_results}
     rows = []
     for inst in load_instances(instances_path, args.instance_ids).instances:
@@ -214,7 +224,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def execute_run(args: argparse.Namespace, instances_path: Path, predictions_arg: str, run_id: str | None,
-                output_dir: Path, manifest: Path | None = None, show: bool = True):
+                output_dir: Path, manifest: Path | None = None, show: bool = True, label: str | None = None):
     """Load, prepare, evaluate and write one run. Returns (summary, results, paths)."""
     from harness import demo, logs
     from harness.engine.client import connect
@@ -260,9 +270,16 @@ def execute_run(args: argparse.Namespace, instances_path: Path, predictions_arg:
 
     config = RunConfig(run_id=run_id, output_dir=output_dir, cache_dir=cache_dir,
                        eval=EvalConfig(timeout=args.timeout), max_workers=args.max_workers, force=args.force,
-                       control_dir=getattr(args, "control", None))
+                       control_dir=getattr(args, "control", None), label=label)
     progress = _Progress(len(tasks), enabled=not args.quiet and sys.stderr.isatty())
-    runner = BatchRunner(config, client, Preparer(client, specs, resolver, cache_dir), progress=progress.update)
+    from harness.views.site import page_hook
+    write_page = page_hook(paths.root, run_id)  # each instance's HTML page as soon as it is graded
+
+    def on_result(result) -> None:
+        progress.update(result)
+        write_page(result)
+
+    runner = BatchRunner(config, client, Preparer(client, specs, resolver, cache_dir), progress=on_result)
     if manifest is not None:
         from harness.manifest import differences, load_manifest
         pinned = load_manifest(manifest)
@@ -297,7 +314,21 @@ def execute_run(args: argparse.Namespace, instances_path: Path, predictions_arg:
     if show and not args.quiet:
         _print_table(results, summary)
     print(f"run directory: {paths.root}")
+    _write_pages(paths.root)
     return summary, results, paths
+
+
+def _write_pages(run_dir: Path) -> None:
+    """The run's HTML report; a failure to render is said, never fatal (the results are written)."""
+    from harness.views.site import write_run_pages
+    try:
+        site = write_run_pages(run_dir)
+    except (ValueError, OSError) as exc:
+        print(f"harness: report.html not written: {exc}", file=sys.stderr)
+        return
+    for failure in site.failed_pages:
+        print(f"harness: {failure}", file=sys.stderr)
+    print(f"report: {site.page}")
 
 
 def _slug(text: str) -> str:
@@ -362,6 +393,29 @@ def cmd_report(args: argparse.Namespace) -> int:
     summary = regrade_run(args.run_dir)
     print(f"re-graded {args.run_dir}: resolved {summary['resolved_instances']} of {summary['total_instances']}; "
           f"changed: {', '.join(summary['regraded_changed_ids']) or 'none'}")
+    _write_pages(args.run_dir.expanduser().resolve())
+    return 0
+
+
+def cmd_view(args: argparse.Namespace) -> int:
+    from harness.views.serve import make_server
+    run_dir = args.run_dir.expanduser().resolve()
+    if not (run_dir / "summary.json").is_file():
+        raise InputError("not a run directory (no summary.json)", source=str(run_dir))
+    if not (run_dir / "report.html").is_file():
+        _write_pages(run_dir)
+    try:
+        server = make_server(run_dir, args.port, quiet=not args.verbose)
+    except OSError as exc:
+        raise InputError(f"cannot listen on 127.0.0.1:{args.port}: {exc}", field="--port") from exc
+    host, port = server.server_address[:2]
+    print(f"serving {run_dir} at http://{host}:{port}/report.html (Ctrl-C to stop)", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
     return 0
 
 

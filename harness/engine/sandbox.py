@@ -36,8 +36,9 @@ from docker.types import Mount
 from harness.errors import ContainerDied, InfrastructureError
 
 LABEL_RUN = "org.harness.run-id"
-#: The run directory (absolute): run ids are not unique across output directories (every
-#: ``harness validate`` has a ``gold-1``), so cleaning up leftovers matches both labels.
+#: The run directory a container belongs to (a hash of its path): run ids repeat across
+#: output directories (``harness validate`` names its runs gold-1..N), so cleaning up a run
+#: must never touch another directory's containers.
 LABEL_RUN_DIR = "org.harness.run-dir"
 #: What the container's root holds (root set-up steps only; see harness/incontainer/launcher.py):
 #: restore/seal files owned by others (CHOWN, DAC_OVERRIDE, FOWNER), start commands as the test and
@@ -124,6 +125,7 @@ class DockerBackend:
                  limits: Limits | None = None, run_dir: str | None = None) -> None:
         self.client = client
         self.run_id = run_id
+        #: a hash of the run directory (None: containers are told apart by run id only)
         self.run_dir = run_dir
         self.user = user
         self.limits = limits or Limits()
