@@ -213,6 +213,10 @@ def plant(files: dict[str, bytes], test_files: list[str], previous: Mapping[str,
             per_file[path] = (text, candidates, names, vocab)
     if not per_file:
         return {}, []
+    # test modules first: a helper module a test imports (and may list the members of) is
+    # only used when no file named like a test module has a candidate (pytest's testing/python/*.py)
+    named = {p: v for p, v in per_file.items() if _test_module_name(p)}
+    per_file = named or per_file
     pool = [(path, cand) for path, (_, cands, _, _) in per_file.items() for cand in cands]
     fresh = [item for item in pool if item[1].new]
     rng.shuffle(fresh)
@@ -244,6 +248,11 @@ def plant(files: dict[str, bytes], test_files: list[str], previous: Mapping[str,
             lines.insert(line_no, block)
         out[path] = "".join(lines).encode("utf-8")
     return out, canaries
+
+
+def _test_module_name(path: str) -> bool:
+    name = path.rsplit("/", 1)[-1]
+    return name.startswith("test") or name.endswith("_test.py") or name == "tests.py"
 
 
 def _bodies(source: bytes | None) -> dict[tuple[str | None, str], str]:
