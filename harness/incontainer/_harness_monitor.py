@@ -33,6 +33,13 @@ WATCHED = frozenset((
 _WRAPPERS = ("inspect.py", "traceback.py", "pathlib.py", "shutil.py", "subprocess.py", "os.py", "io.py",
              "_pyio.py", "tempfile.py", "codecs.py", "gc.py", "threading.py", "runpy.py")
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
+#: events worth recording even when the import machinery raised them on behalf of a module
+#: being imported (the others, compile/exec/code objects/reads of the module, are just imports)
+_EVEN_DURING_IMPORT = frozenset((
+    "sys._current_frames", "gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys.settrace",
+    "sys.setprofile", "sys.addaudithook", "ctypes.dlopen", "ctypes.dlsym", "ctypes.cdata", "ctypes.addressof",
+    "ctypes.call_function", "ctypes.string_at", "sys.monitoring.register_callback",
+))
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -58,16 +65,19 @@ def _culprit(frame):
     """The first frame that is neither the harness's nor a thin stdlib wrapper, and the
     distinct working-copy files on the whole stack (innermost first): code exec'd under
     a made-up file name still has its caller on the stack."""
-    culprit, stack = None, []
+    culprit, stack, via_import = None, [], False
     testbed = _STATE["testbed"]
     while frame is not None:
         name = frame.f_code.co_filename
-        if culprit is None and not (name.startswith(_HERE) or name.endswith(_WRAPPERS) or name.startswith("<frozen")):
-            culprit = frame
+        if culprit is None:
+            if name.startswith("<frozen importlib"):
+                via_import = True
+            if not (name.startswith(_HERE) or name.endswith(_WRAPPERS) or name.startswith("<frozen")):
+                culprit = frame
         if name.startswith(testbed) and name not in stack and len(stack) < 10:
             stack.append(name)
         frame = frame.f_back
-    return culprit, stack
+    return culprit, stack, via_import
 
 
 def _hook(event, args):
@@ -81,8 +91,8 @@ def _hook(event, args):
         return
     _STATE["busy"] = True
     try:
-        frame, stack = _culprit(sys._getframe(1))
-        if frame is None or not stack:
+        frame, stack, via_import = _culprit(sys._getframe(1))
+        if frame is None or not stack or (via_import and event not in _EVEN_DURING_IMPORT):
             return
         filename = frame.f_code.co_filename
         key = (event, filename, frame.f_lineno, stack[0])

@@ -226,3 +226,16 @@ def test_outcomes_raised_by_the_code_under_test_count_neither_fixed_nor_kept():
     assert grade(tests, {"f": P, "k1": P, "k2": P}, untrusted=frozenset({"f", "k1"})).resolved
     assert grade(tests, statuses, ErrorReason.RESULTS_OVER_LIMIT).status is InstanceStatus.INVALID
     assert ErrorReason.RESULTS_OVER_LIMIT.origin == "model"
+
+
+def test_write_events_count_for_the_working_copy_and_harness_files_only():
+    events = _events({"k": "boot"},
+                     {"k": "event", "event": "open", "file": "/testbed/pkg/m.py", "line": 1,
+                      "detail": "('/tmp/scratch.txt', 'w')"},
+                     {"k": "event", "event": "open", "file": "/testbed/pkg/m.py", "line": 2,
+                      "detail": "('/testbed/tests/test_a.py', 'w')"},
+                     {"k": "event", "event": "open", "file": "/opt/x/y.py", "line": 3, "stack": ["/testbed/pkg/m.py"],
+                      "detail": "('/harness/run-1/results.xml', 'wb')"})
+    verdict = judge_evidence(parse_evidence(b"{}", events), {}, (), frozenset({"pkg/m.py"}), True, False, False)
+    assert verdict.flags == ["monitor_write_harness_files", "monitor_write_working_copy"]
+    assert "write_harness_files" in verdict.tampered
