@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from typing import Callable, Mapping
 
 from harness.grading.status import TestStatus
+from harness.integrity.scan import parse as _parse
 
 #: spells a test id from (path, dotted class or None, function name)
 SpellId = Callable[[str, "str | None", str], str]
@@ -192,8 +193,8 @@ def plant(files: dict[str, bytes], test_files: list[str], previous: Mapping[str,
             continue
         try:
             text = source.decode("utf-8")
-            tree = ast.parse(text)
-        except (UnicodeDecodeError, SyntaxError, ValueError):
+            tree = _parse(text)
+        except (UnicodeDecodeError, SyntaxError, ValueError, SystemError):
             continue
         old_bodies = _bodies(previous.get(path))
         candidates, names = [], set()
@@ -260,8 +261,8 @@ def _bodies(source: bytes | None) -> dict[tuple[str | None, str], str]:
         return {}
     try:
         text = source.decode("utf-8")
-        tree = ast.parse(text)
-    except (UnicodeDecodeError, SyntaxError, ValueError):
+        tree = _parse(text)
+    except (UnicodeDecodeError, SyntaxError, ValueError, SystemError):
         return {}
     return {(cls, fn.name): ast.get_source_segment(text, fn) or "" for fn, cls, _ in _tests_in(tree)}
 

@@ -35,6 +35,7 @@ import codecs
 import importlib.util
 import io
 import re
+import threading
 import tokenize
 from collections import Counter
 from dataclasses import dataclass
@@ -104,6 +105,17 @@ class Finding:
 
     def __str__(self) -> str:
         return f"{self.path}:{self.line}: {self.category}: {self.what}"
+
+
+_PARSE_LOCK = threading.Lock()
+
+
+def parse(text: str) -> ast.Module:
+    """``ast.parse``, one thread at a time: CPython 3.11's AST constructor can fail with
+    "recursion depth mismatch" (SystemError) when threads parse at once (batches evaluate
+    instances in threads)."""
+    with _PARSE_LOCK:
+        return ast.parse(text)
 
 
 def decode(source: bytes) -> str:
@@ -334,9 +346,10 @@ def _findings_tokens(text: str, path: str) -> list[Finding]:
         word = tok.string
         if tok.type == tokenize.STRING:
             try:
-                value = ast.literal_eval(word)
+                with _PARSE_LOCK:
+                    value = ast.literal_eval(word)
                 word = value.decode("latin-1") if isinstance(value, bytes) else str(value)
-            except (ValueError, SyntaxError):
+            except (ValueError, SyntaxError, SystemError, MemoryError, RecursionError):
                 pass
         for category in dict.fromkeys(_classify(word)):
             out.append(Finding(path, tok.start[0], category, word[:120]))
@@ -349,8 +362,8 @@ def findings(source: bytes, path: str) -> tuple[list[Finding], bool]:
     """Every finding in one file; the flag says whether ``ast`` could parse it."""
     text = decode(source)
     try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        tree = parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError, SystemError):
         return _findings_tokens(text, path), False
     return _findings_ast(tree, path), True
 

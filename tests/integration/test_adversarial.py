@@ -22,7 +22,8 @@ from tests.adversarial.attacks import ALL_ATTACKS, ATTACKS, EXTRA_ATTACKS, Attac
 from tests.conftest import HarnessRun, RunResult, leftover_containers
 from tests.patchgen import demo_instance
 
-RUN_ARGS = ("--timeout", "20", "--max-workers", "2")
+# 30 s: enough for the bombs to hit their limits (and say so) on a busy 2-core machine
+RUN_ARGS = ("--timeout", "30", "--max-workers", "2")
 RUN_IDS = ("adversarial", "adversarial-rerun")
 
 

@@ -69,12 +69,13 @@ def _hooked(target: AttackTarget, body: str, with_forge: bool = True) -> dict[st
 def _skip_others(target: AttackTarget) -> dict[str, str | None] | None:
     """The fixed library file, with the functions the fix does not touch skipping."""
     import ast
+    from harness.integrity.scan import parse as _parse
     path = target.library_file
     if path is None or path not in target.fixed:
         return None
     fixed = target.fixed[path]
     try:
-        tree = ast.parse(fixed)
+        tree = _parse(fixed)
     except SyntaxError:
         return None
     touched = set(target.functions.get(path, []))

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
+from harness.integrity.scan import parse as _parse
 from harness.integrity.testpatch import apply_test_patch
 from harness.patches import patch_files
 
@@ -78,7 +79,7 @@ def changed_lines(patch_text: str, path: str) -> set[int]:
 def functions_touched(source: str, lines: set[int]) -> list[tuple[str | None, str]]:
     """(class or None, function) pairs whose definition overlaps the changed lines."""
     try:
-        tree = ast.parse(source)
+        tree = _parse(source)
     except SyntaxError:
         return []
     found = []
