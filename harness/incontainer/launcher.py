@@ -369,7 +369,19 @@ def main():
         res.update(phase="tests", argv=tests["argv"])
         record["tests"] = res
         kill_user(uid)
-        copy_results(plan, record)
+        # the test user may have filled /harness (a tmpfs): cap the evidence first, then copy the
+        # results out of the test user's directory and remove it, so evidence.json fits
+        events_path = os.path.join(out_dir, "events.jsonl")
+        if os.path.getsize(events_path) > plan.get("events_limit", 16 << 20):
+            os.truncate(events_path, plan.get("events_limit", 16 << 20))
+            record["events_truncated"] = True
+        try:
+            copy_results(plan, record)
+        except OSError as exc:
+            record["results"] = {"present": False, "error": "copy failed: {}".format(exc)}
+        shutil.rmtree(tests["run_dir"], ignore_errors=True)
+        os.mkdir(tests["run_dir"], 0o700)   # empty again (a later run of the command may write there)
+        os.chown(tests["run_dir"], uid, gid)
 
     after = {p: fingerprint(p, p in hashed) for p in sealed}
     record["seal_changed"] = sorted(os.path.relpath(p, testbed) for p in sealed if after.get(p) != before.get(p))[:200]
