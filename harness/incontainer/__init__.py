@@ -18,13 +18,17 @@ runners stream) may be added here the same way. Files here must run on the sandb
 Pythons (3.6+ syntax, standard library only).
 """
 
+import functools
+
 from harness import resources
 
 SCRIPTS = ("prepare.py", "launcher.py")
 
 
+@functools.lru_cache(maxsize=1)
 def files() -> dict[str, bytes]:
-    """Relative path under /harness/trusted -> bytes, for every trusted file."""
+    """Relative path under /harness/trusted -> bytes, for every trusted file (read once per
+    process: every sandbox of a run gets the same files)."""
     out: dict[str, bytes] = {}
     for path in sorted(resources.path("incontainer").glob("*.py")):
         if path.name == "__init__.py":
