@@ -72,6 +72,14 @@ def odd_prefix_new_file(path: str, text: str, prefix: str = "y") -> str:
     return f"--- /dev/null\n+++ {prefix}/{path}\n" + "".join(body)
 
 
+def odd_prefix_edit(path: str, old: str | None, new: str, prefixes: tuple[str, str] = ("x", "y")) -> str:
+    """A plain unified diff (no ``diff --git``) creating or changing ``path`` with ``-p1``
+    prefixes other than a/ and b/."""
+    body = _body(old, new, "a", "b")[2:]
+    source = "/dev/null" if old is None else f"{prefixes[0]}/{path}"
+    return f"--- {source}\n+++ {prefixes[1]}/{path}\n" + "".join(body)
+
+
 def context_new_file(path: str, text: str) -> str:
     """A context diff creating a file: only ``patch`` applies it; ``git apply`` refuses."""
     lines = _lines(text)
