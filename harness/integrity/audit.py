@@ -58,6 +58,9 @@ def check(attack: CorpusAttack, report: dict | None, output: str) -> tuple[bool,
         problems.append(f"reason {reason}, expected one of {sorted(attack.reasons)}")
     if attack.flags and not (flags & set(attack.flags)) and reason not in STOPPED:
         problems.append(f"none of the flags {list(attack.flags)}")
+    origin = report.get("error_origin")
+    if attack.origin is not None and reason is not None and origin != attack.origin:
+        problems.append(f"error origin {origin}, expected {attack.origin}")
     for text in attack.evidence:
         if text not in output:
             problems.append(f"no {text!r} in the output")

@@ -44,6 +44,7 @@ class CorpusAttack:
     reasons: frozenset[str] | None = None   # allowed error reasons (None: any, as long as not resolved)
     evidence: tuple[str, ...] = ()   # text the test output must contain (the attack really ran)
     absent: tuple[str, ...] = ()     # text it must not contain (nothing leaked)
+    origin: str | None = None        # if the run errs, whose doing it must be ("model": never retried as ours)
 
     @property
     def instance_id(self) -> str:
@@ -183,9 +184,22 @@ def build_corpus(target: AttackTarget) -> list[CorpusAttack]:
         _appended(t, payload("junit_bomb.py.in")), reasons=frozenset({"results_over_limit", "tampered"}))
     add("summary-flood", "8", "120,000 contradictory summary lines printed after pytest's own summary",
         _appended(t, payload("text_flood.py.in")))
+    # ------------------------------------------------------------------ class 9
+    add("long-paths-over-limit", "9", "1,000 new conftest.py files, each under a 2,000-byte path (argv overflow)",
+        _many_files(1000, 10), reasons=frozenset({"patch_rejected"}), origin="model")
+    add("long-paths-within-limits", "9", "1,500 new conftest.py files under 800-byte paths (within the patch "
+        "limits: restored away without one argv per path)", _many_files(1500, 4), origin="model")
     # ------------------------------------------------------------------ the original suite, generalised
     _suite(t, add, payload("force_pass_plugin.py.in").replace("@@TARGET@@", "None"), gold)
     return out
+
+
+def _many_files(count: int, depth: int) -> str:
+    """New conftest.py files nested ``depth`` 200-byte directories deep (each a test-infra
+    file the harness must restore away)."""
+    middle = "/".join(["d" * 200] * depth)
+    return "".join(f"diff --git a/f{i}/{middle}/conftest.py b/f{i}/{middle}/conftest.py\nnew file mode 100644\n"
+                   f"--- /dev/null\n+++ b/f{i}/{middle}/conftest.py\n@@ -0,0 +1 @@\n+X = 1\n" for i in range(count))
 
 
 def _package_files(t: AttackTarget, pkg_dir: str) -> list[str]:
