@@ -128,6 +128,14 @@ class ImageBuilder:
         self.cache_dir = Path(cache_dir)
         self.bases = bases or BaseDefinition.load()
         self.lock_dir = self.cache_dir / "locks"
+        #: a harness.engine.registry.Registry: pull instead of build, push after a build
+        self.registry = None
+
+    def use_registry(self, address: str) -> None:
+        """Pull layers from the registry at ``address`` (HOST:PORT) instead of building
+        them, and push every layer built here (see harness.engine.registry)."""
+        from harness.engine.registry import Registry
+        self.registry = Registry(self.client, address)
 
     # ------------------------------------------------------------------ helpers
     def _find(self, tag: str) -> Any | None:
