@@ -106,6 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_compare_parser(sub)
     from harness.resources import add_data_parser
     add_data_parser(sub)
+    from harness.cluster import add_node_parser
+    add_node_parser(sub)
     return parser
 
 

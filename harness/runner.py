@@ -116,7 +116,7 @@ class TaskOutcome:
 
 
 def node_name() -> str:
-    """This node's name in reports: $HARNESS_NODE_NAME, else the host name."""
+    """This node's name in reports: $HARNESS_NODE_NAME (set by harness node), else the host name."""
     import os
     return os.environ.get("HARNESS_NODE_NAME") or socket.gethostname()
 
@@ -239,8 +239,12 @@ class TaskEvaluator:
         self.config = config
         self.client = client
         self.preparer = preparer
+        import os
         self.node = node or node_name()
-        self.backend = DockerBackend(client, config.run_id, limits=config.limits, scope=scope, node=self.node)
+        # Containers carry the node label only under a node agent (harness node), which
+        # removes them when its node is lost; a plain local run has no such agent.
+        self.backend = DockerBackend(client, config.run_id, limits=config.limits, scope=scope,
+                                     node=os.environ.get("HARNESS_NODE_NAME", ""))
         self._engine_lost = False
 
     # ------------------------------------------------------------------ one task
@@ -273,7 +277,6 @@ class TaskEvaluator:
         if request.pins_only:
             return TaskOutcome(task.key, pins=pins, node=self.node)
         if not self.config.force and self._reusable(request.previous, task, prepared):
-            log.info("instance.reused")
             return TaskOutcome(task.key, pins=pins, reused=True, node=self.node)
 
         attempts: list[dict] = []
