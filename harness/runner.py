@@ -326,7 +326,8 @@ class TaskEvaluator:
         result.image = {"tag": prepared.image.tag, "id": prepared.image.image_id,
                         "inputs_hash": prepared.image.inputs_hash, "env_tag": prepared.env_image.tag,
                         "env_id": prepared.env_image.image_id, "tree_sha": prepared.tree_sha,
-                        "built": prepared.image.built, "build_seconds": round(prepared.image.build_seconds, 3)}
+                        "built": prepared.image.built, "build_seconds": round(prepared.image.build_seconds, 3),
+                        "pulled": prepared.image.pulled, "env_pulled": prepared.env_image.pulled}
         result.checksums.update({k: v for k, v in self.cache_key(task, prepared).items() if k != "image_inputs"})
         result.node = self.node
         log.info("instance.done", status=result.status.value, resolved=result.resolved,
