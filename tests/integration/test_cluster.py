@@ -88,12 +88,12 @@ def seeded_registry(session_registry, engine, cache_dir):
 
 
 @pytest.fixture(scope="module")
-def engines(tmp_path_factory):
-    root = tmp_path_factory.mktemp("engines")
+def engines():
     started = []
     try:
         for name in ("a", "b"):
-            started.append(PrivateEngine(root / name).start())
+            started.append(PrivateEngine(name))
+            started[-1].start()
         yield {"a": started[0], "b": started[1]}
     finally:
         for engine in started:
@@ -299,8 +299,9 @@ def test_an_engine_killed_mid_run_ends_it_with_a_summary_and_it_resumes(seeded_r
     """Local executor, a private engine SIGKILLed mid-run: no traceback, a one-line
     message, exit 3, summary.json with engine_lost results; restarted, the same command
     finishes the run (and removes the containers the dead engine left)."""
-    engine = PrivateEngine(tmp_path / "engine").start()
+    engine = PrivateEngine("lost")
     try:
+        engine.start()
         instances, predictions = _copies(tmp_path, 3)
         out = tmp_path / "runs"
         env = dict(os.environ, DOCKER_HOST=engine.url)
