@@ -50,8 +50,10 @@ def add_node_parser(sub) -> None:
     node.add_argument("--port", type=int, default=6379, help="the head's port (with --head; default 6379)")
     node.add_argument("--engine-slots", type=int, default=None,
                       help="evaluations this engine runs at once (default: the number of cores; 0: no engine)")
-    node.add_argument("--name", help="the node's name in reports and container labels (default: the host name)")
-    node.add_argument("--node-ip-address", metavar="IP", help="the address other nodes reach this one at")
+    node.add_argument("--name", help="the node's name in reports and container labels, unique in the cluster "
+                                     "(default: the host name and a random suffix)")
+    node.add_argument("--node-ip-address", metavar="IP", default=os.environ.get("HARNESS_NODE_IP") or None,
+                      help="the address other nodes reach this one at (default: $HARNESS_NODE_IP, else Ray's guess)")
     node.add_argument("--engine-grace", type=float, default=20.0, metavar="SEC",
                       help="leave the cluster when the engine has not answered for this long (default 20)")
     node.add_argument("--ray-arg", action="append", default=[], metavar="ARG",
@@ -73,7 +75,8 @@ def ray_start_command(args: argparse.Namespace, slots: int) -> list[str]:
 
 def cmd_node(args: argparse.Namespace) -> int:
     from harness.engine.client import connect, engine_alive
-    name = args.name or socket.gethostname()
+    import secrets
+    name = args.name or f"{socket.gethostname()}-{secrets.token_hex(2)}"
     slots = args.engine_slots if args.engine_slots is not None else (os.cpu_count() or 1)
     if slots < 0:
         raise InputError("must be 0 or more", field="--engine-slots")
@@ -87,6 +90,10 @@ def cmd_node(args: argparse.Namespace) -> int:
     _become_subreaper()
     env = dict(os.environ, HARNESS_NODE_NAME=name)
     env.setdefault("RAY_AUTH_MODE", "token")
+    if env["RAY_AUTH_MODE"] == "token" and not args.head and not _token_available(env):
+        raise InputError("Ray token authentication is on and no token is here: set RAY_AUTH_TOKEN (or "
+                         "RAY_AUTH_TOKEN_PATH) to the head's token (`harness node --head` prints where it is), "
+                         "or RAY_AUTH_MODE=disabled on every node and driver", field="RAY_AUTH_TOKEN")
     child = subprocess.Popen(ray_start_command(args, slots), env=env)
     stopping = {"signal": None}
 
@@ -125,6 +132,12 @@ def cmd_node(args: argparse.Namespace) -> int:
                 print(f"harness node {name}: could not clean the engine: {exc}", file=sys.stderr)
     code = child.returncode
     return 0 if stopping["signal"] is not None else (code if code is not None else 1)
+
+
+def _token_available(env: dict) -> bool:
+    if env.get("RAY_AUTH_TOKEN"):
+        return True
+    return Path(env.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token").is_file()
 
 
 def _remove_node_containers(client, name: str) -> int:

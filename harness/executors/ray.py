@@ -129,7 +129,7 @@ class RayExecutor:
                 raise InputError(f"cannot join the Ray cluster at {address}: {str(exc).splitlines()[0]}",
                                  field="--ray-address") from None
         else:
-            ray.init(resources={RESOURCE: self.max_workers}, include_dashboard=False, **common)
+            ray.init(address="local", resources={RESOURCE: self.max_workers}, include_dashboard=False, **common)
 
     def engine_slots(self) -> float:
         return float(_ray().cluster_resources().get(RESOURCE, 0))

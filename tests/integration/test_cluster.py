@@ -28,7 +28,7 @@ from harness.engine.sandbox import LABEL_OWNER
 from tests.fixtures.services import PrivateEngine, RayCluster, engine_events, harness_cli
 from tests.patchgen import demo_instance, write_predictions
 
-pytestmark = pytest.mark.engine
+pytestmark = [pytest.mark.engine, pytest.mark.cluster]
 
 IDS = ["harness-demo__calcly-1", "harness-demo__calcly-2", "harness-demo__textkit-1", "harness-demo__inventory-1"]
 EXPECTED = json.loads((DEMO_DIR / "expected.json").read_text())["predictions-extra.jsonl"]
