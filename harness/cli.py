@@ -3,6 +3,7 @@
     harness run        grade predictions (default: the embedded demo set and its predictions)
     harness doctor     say what is missing (engine, mmdebstrap, disk); --start-engine starts dockerd
     harness compare    vendor claims vs a run, or run A vs run B (see harness.compare)
+    harness view       serve a run directory's HTML report on 127.0.0.1
 
 Exit codes: 0 the command did its job (whatever the verdicts), 2 bad input or missing
 prerequisites (a sentence on stderr, no traceback), 3 the run ended early because its
@@ -86,9 +87,16 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--run-id", help="directory under --output-dir (default: validate-<instances file>)")
     validate.set_defaults(func=cmd_validate)
 
-    report = sub.add_parser("report", help="re-grade a run from its saved outputs (no containers)")
+    report = sub.add_parser("report", help="re-grade a run from its saved outputs (no containers) and write "
+                                           "its report.html")
     report.add_argument("run_dir", type=Path)
     report.set_defaults(func=cmd_report)
+
+    view = sub.add_parser("view", help="serve a run directory's HTML report on 127.0.0.1 and print the address")
+    view.add_argument("run_dir", type=Path)
+    view.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: any free port)")
+    view.add_argument("--verbose", action="store_true", help="log every request on stderr")
+    view.set_defaults(func=cmd_view)
 
     images = sub.add_parser("images", help="list or prune the harness's images")
     images_sub = images.add_subparsers(dest="images_command", required=True)
@@ -165,9 +173,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
     root = args.output_dir.expanduser().resolve() / (args.run_id or f"validate-{_slug(instances_path.stem)}")
     gold_runs = []
     for n in range(1, args.repeat + 1):
-        _, results, _ = execute_run(args, instances_path, "gold", f"gold-{n}", root, show=False)
+        _, results, _ = execute_run(args, instances_path, "gold", f"gold-{n}", root, show=False,
+                                    label=f"{root.name}-gold-{n}")
         gold_runs.append({r.instance_id: r.to_report() for r in results})
-    _, empty_results, _ = execute_run(args, instances_path, "empty", "empty", root, show=False)
+    _, empty_results, _ = execute_run(args, instances_path, "empty", "empty", root, show=False,
+                                      label=f"{root.name}-empty")
     empty = {r.instance_id: r.to_report() for r in empty_results}
     rows = []
     for inst in load_instances(instances_path, args.instance_ids).instances:
@@ -183,7 +193,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def execute_run(args: argparse.Namespace, instances_path: Path, predictions_arg: str, run_id: str | None,
-                output_dir: Path, manifest: Path | None = None, show: bool = True):
+                output_dir: Path, manifest: Path | None = None, show: bool = True, label: str | None = None):
     """Load, prepare, evaluate and write one run. Returns (summary, results, paths);
     ``results`` reads this invocation's reports back from the run directory."""
     from harness import demo
@@ -240,7 +250,7 @@ def _execute_locked(args, loaded, predictions, instances_path, predictions_arg, 
     config = RunConfig(run_id=run_id, output_dir=paths.root.parent, cache_dir=cache_dir,
                        eval=EvalConfig(timeout=args.timeout), max_workers=args.max_workers, force=args.force,
                        control_dir=getattr(args, "control", None), task_timeout=args.task_timeout,
-                       registry=args.registry)
+                       registry=args.registry, label=label)
     executor = make_executor(args.executor, args.max_workers, address=args.ray_address)
     # The driver's own engine: required to run locally; with a cluster the nodes have theirs.
     client = connect() if args.executor == "local" or args.cache_level != "instance" else _maybe_connect()
@@ -250,7 +260,14 @@ def _execute_locked(args, loaded, predictions, instances_path, predictions_arg, 
         if args.registry:
             preparer.images.use_registry(args.registry)
     progress = _Progress(len(tasks), enabled=not args.quiet and sys.stderr.isatty())
-    runner = BatchRunner(config, client, preparer, executor=executor, progress=progress.update,
+    from harness.views.site import page_hook
+    write_page = page_hook(paths.root, run_id)  # each instance's HTML page as soon as it is graded
+
+    def on_result(result) -> None:
+        progress.update(result)
+        write_page(result)
+
+    runner = BatchRunner(config, client, preparer, executor=executor, progress=on_result,
                          specs=specs, repos=resolver)
     if manifest is not None:
         from harness.manifest import differences, load_manifest
@@ -285,6 +302,7 @@ def _execute_locked(args, loaded, predictions, instances_path, predictions_arg, 
     if show and not args.quiet:
         _print_table(results, summary)
     print(f"run directory: {paths.root}")
+    _write_pages(paths.root)
     tally = runner.tally
     if tally.aborted or tally.engine_lost:
         why = tally.aborted or (f"the Docker engine stopped answering: {tally.engine_lost} evaluation(s) "
@@ -299,6 +317,19 @@ def _maybe_connect():
         return connect(timeout=30)
     except EngineUnavailable:
         return None
+
+
+def _write_pages(run_dir: Path) -> None:
+    """The run's HTML report; a failure to render is said, never fatal (the results are written)."""
+    from harness.views.site import write_run_pages
+    try:
+        site = write_run_pages(run_dir)
+    except (ValueError, OSError) as exc:
+        print(f"harness: report.html not written: {exc}", file=sys.stderr)
+        return
+    for failure in site.failed_pages:
+        print(f"harness: {failure}", file=sys.stderr)
+    print(f"report: {site.page}")
 
 
 def _slug(text: str) -> str:
@@ -371,6 +402,29 @@ def cmd_report(args: argparse.Namespace) -> int:
     summary = regrade_run(args.run_dir)
     print(f"re-graded {args.run_dir}: resolved {summary['resolved_instances']} of {summary['total_instances']}; "
           f"changed: {', '.join(summary['regraded_changed_ids']) or 'none'}")
+    _write_pages(args.run_dir.expanduser().resolve())
+    return 0
+
+
+def cmd_view(args: argparse.Namespace) -> int:
+    from harness.views.serve import make_server
+    run_dir = args.run_dir.expanduser().resolve()
+    if not (run_dir / "summary.json").is_file():
+        raise InputError("not a run directory (no summary.json)", source=str(run_dir))
+    if not (run_dir / "report.html").is_file():
+        _write_pages(run_dir)
+    try:
+        server = make_server(run_dir, args.port, quiet=not args.verbose)
+    except OSError as exc:
+        raise InputError(f"cannot listen on 127.0.0.1:{args.port}: {exc}", field="--port") from exc
+    host, port = server.server_address[:2]
+    print(f"serving {run_dir} at http://{host}:{port}/report.html (Ctrl-C to stop)", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
     return 0
 
 

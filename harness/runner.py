@@ -70,6 +70,10 @@ class RunConfig:
     registry: str | None = None
     #: how often one task is re-queued after the node running it was lost
     requeue_budget: int = 3
+    #: the run's label on its containers (default: the run id); ``harness validate`` gives
+    #: its gold-1..N runs labels of their own, so that no other process's cleanup of a run
+    #: called gold-1 removes them
+    label: str | None = None
 
     def grading_key(self) -> str:
         return content_hash({"eval": self.eval.as_dict(), "limits": self.limits.__dict__, "version": __version__})
@@ -243,7 +247,7 @@ class TaskEvaluator:
         self.node = node or node_name()
         # Containers carry the node label only under a node agent (harness node), which
         # removes them when its node is lost; a plain local run has no such agent.
-        self.backend = DockerBackend(client, config.run_id, limits=config.limits, scope=scope,
+        self.backend = DockerBackend(client, config.label or config.run_id, limits=config.limits, run_dir=scope,
                                      node=os.environ.get("HARNESS_NODE_NAME", ""))
         self._engine_lost = False
 

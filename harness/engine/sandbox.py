@@ -39,7 +39,7 @@ from docker.types import Mount
 from harness.errors import ContainerDied, InfrastructureError
 
 LABEL_RUN = "org.harness.run-id"
-LABEL_SCOPE = "org.harness.run-scope"
+LABEL_SCOPE = LABEL_RUN_DIR = "org.harness.run-dir"
 LABEL_TASK = "org.harness.task"
 LABEL_NODE = "org.harness.node"
 #: What a container's root may hold when a spec's service needs network set-up; the
@@ -108,11 +108,11 @@ class DockerBackend:
     """Starts sandboxes on one Docker engine."""
 
     def __init__(self, client: docker.DockerClient, run_id: str, user: str = "1000:1000",
-                 limits: Limits | None = None, *, scope: str | None = None, node: str = "") -> None:
+                 limits: Limits | None = None, run_dir: str | None = None, *, node: str = "") -> None:
         self.client = client
         self.run_id = run_id
-        #: what leftover cleanup removes (the run directory's scope; the run id if none)
-        self.scope = scope or run_id
+        #: a hash of the run directory: what leftover cleanup removes (None: the run id)
+        self.run_dir = run_dir
         self.node = node
         self.user = user
         self.limits = limits or Limits()
@@ -133,7 +133,9 @@ class DockerBackend:
             raise RunInterrupted("the run is stopping")
         suffix = secrets.token_hex(4)
         base = f"harness-{_safe(name_hint)[:60]}-{suffix}"
-        labels = {LABEL_RUN: self.run_id, LABEL_SCOPE: self.scope, LABEL_OWNER: "harness"}
+        labels = {LABEL_RUN: self.run_id, LABEL_OWNER: "harness"}
+        if self.run_dir:
+            labels[LABEL_RUN_DIR] = self.run_dir
         if task:
             labels[LABEL_TASK] = task
         if self.node:
@@ -171,15 +173,18 @@ class DockerBackend:
                                       f"{exc.explanation or exc}") from None
         return DockerSandbox(self.client, container, [v.name for v in volumes], self.user, net_admin)
 
-    def cleanup_run(self) -> int:
-        """Remove every container and volume of this run directory's scope on this
-        engine. Returns the number of containers removed; raises EngineLost when the
-        engine does not answer."""
-        return remove_labelled(self.client, {LABEL_SCOPE: self.scope})
+    def _scope(self) -> dict[str, str]:
+        return {LABEL_RUN_DIR: self.run_dir} if self.run_dir else {LABEL_RUN: self.run_id}
+
+    def cleanup_run(self, run_id: str | None = None) -> int:
+        """Remove every container and volume of this run directory on this engine (or,
+        given ``run_id``, labelled with that run id). Returns the number of containers
+        removed; raises EngineLost when the engine does not answer."""
+        return remove_labelled(self.client, {LABEL_RUN: run_id} if run_id else self._scope())
 
     def kill_task(self, task: str) -> int:
         """Remove the containers of one evaluation (its deadline passed)."""
-        return remove_labelled(self.client, {LABEL_SCOPE: self.scope, LABEL_TASK: task})
+        return remove_labelled(self.client, {**self._scope(), LABEL_TASK: task})
 
 
 def remove_labelled(client: docker.DockerClient, labels: dict[str, str]) -> int:

@@ -161,6 +161,10 @@ def _run_demo(harness: Path, cwd: Path, env: dict[str, str], run_id: str, venv: 
             e["status"], e["resolved"], e["error_reason"]), iid
     summary = json.loads((cwd / "runs" / run_id / "summary.json").read_text())
     assert Path(summary["instances_file"]).is_relative_to(venv.resolve())  # the packaged demo set
+    # The HTML pages render from the packaged templates and assets (harness/views).
+    assert "not written" not in proc.stderr, proc.stderr
+    assert (cwd / "runs" / run_id / "report.html").read_text().startswith("<!DOCTYPE html>")
+    assert all((cwd / "runs" / run_id / iid / "report.html").is_file() for iid in expected)
 
 
 @pytest.mark.engine
