@@ -210,11 +210,11 @@ def execute_run(args: argparse.Namespace, instances_path: Path, predictions_arg:
     paths = RunPaths.create(output_dir, run_id)
     with run_directory_lock(paths.root):
         return _execute_locked(args, loaded, predictions, instances_path, predictions_arg, run_id, model,
-                               cache_dir, paths, manifest, show, demo)
+                               cache_dir, paths, manifest, show, demo, label)
 
 
 def _execute_locked(args, loaded, predictions, instances_path, predictions_arg, run_id, model, cache_dir, paths,
-                    manifest, show, demo):
+                    manifest, show, demo, label):
     from harness import logs
     from harness.batch import BatchRunner
     from harness.engine.client import connect
