@@ -122,6 +122,8 @@ class RayExecutor:
         if ray.is_initialized():
             return
         common = dict(logging_level=logging.ERROR, log_to_driver=False, configure_logging=True)
+        if os.environ.get("HARNESS_NODE_IP"):  # as the node of this machine was started (harness node)
+            common["_node_ip_address"] = os.environ["HARNESS_NODE_IP"]
         if address:
             try:
                 ray.init(address=address, **common)

@@ -2,7 +2,8 @@
 docker-compose 1.29: the registry (Debian's docker-registry in ``harness-registry``), a Ray
 head and a worker (``harness-cluster``: the harness with Ray, as ``harness node``), and the
 driver service grading the demo set over the cluster. On one machine the worker drives
-the shared engine through its socket; every port is on 127.0.0.1."""
+the shared engine through its socket; every port is on 127.0.0.1. The driver runs in the
+head's container (``exec head harness run``)."""
 
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ def test_the_cluster_profile_grades_the_demo_set(cluster_images, engine, cache_d
         up = subprocess.run([*base, "up", "-d", "registry", "head", "worker"], capture_output=True, text=True,
                             env=env, timeout=300)
         assert up.returncode == 0, up.stderr
-        run = subprocess.run([*base, "run", "--rm", "-T", "driver", "run", "--executor", "ray", "--registry",
+        run = subprocess.run([*base, "exec", "-T", "head", "harness", "run", "--executor", "ray", "--registry",
                               f"127.0.0.1:{registry_port}", "--predictions", "gold", "--run-id", "compose-cluster",
                               "--output-dir", "/runs", "--max-workers", "2", "--quiet"],
                              capture_output=True, text=True, env=env, timeout=900)
