@@ -265,10 +265,12 @@ def _build(client: docker.DockerClient, tag: str, material: dict[str, Any], labe
 
 
 def _remove_build_stage(client: docker.DockerClient, tag: str) -> None:
-    """Remove the untagged image of the Dockerfile's build stage (wheels, build backend)."""
+    """Remove the untagged image of the Dockerfile's build stage (the project's wheel, the
+    build backend). Its parent layers (the dependencies, installed per lock) stay in the
+    engine's build cache, so that the next build after a code change reuses them."""
     for image in client.images.list(filters={"dangling": True, "label": f"{LABEL_PREFIX}.build-stage-of={tag}"}):
         try:
-            client.images.remove(image.id, noprune=False)
+            client.images.remove(image.id, noprune=True)
         except APIError:
             pass  # in use or already gone: harmless, it is only disk space
 
