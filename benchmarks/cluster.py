@@ -236,7 +236,7 @@ def bench_pull(cache_dir: Path) -> tuple[str, dict]:
     shared = connect()
     done, _ = prepare_offline(shared, cache_dir, demo.DEMO_DIR / "instances.jsonl")
     specs = SpecRegistry.load(DEFAULT_SPECS_DIR)
-    spec = specs.get("harness-demo/calcly", "0.1")
+    spec = specs.get("harness-demo/calcly", "1.0")
     engines = [PrivateEngine("bench-a"), PrivateEngine("bench-b")]
     result: dict = {}
     with tempfile.TemporaryDirectory(prefix="harness-bench-pull-") as tmp, \
