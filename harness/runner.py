@@ -117,6 +117,8 @@ class TaskOutcome:
     node: str = ""
     #: the node's engine stopped answering: the driver may re-queue the task elsewhere
     engine_lost: bool = False
+    #: the executor's id of the node (Ray's node id), so that a re-queue can avoid it
+    node_id: str = ""
 
 
 def node_name() -> str:

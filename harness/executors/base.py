@@ -37,7 +37,7 @@ from harness.grading.status import ErrorReason
 from harness.logs import get_logger
 
 if TYPE_CHECKING:
-    from harness.runner import Preparer, RunConfig, TaskEvaluator, TaskOutcome, TaskRequest
+    from harness.runner import RunConfig, TaskEvaluator, TaskOutcome, TaskRequest
 
 EXECUTORS = ("local", "ray")
 #: After a deadline kill, how long the evaluation gets to notice its container is gone.

@@ -73,6 +73,7 @@ def _remote():
             _check_version(setup)
             evaluator = setup.evaluator()
         outcome = run_with_deadline(evaluator, request, timeout)
+        outcome.node_id = ray.get_runtime_context().get_node_id()
         return outcome
 
     @ray.remote(num_cpus=0, max_retries=0)
@@ -157,8 +158,14 @@ class RayExecutor:
         exhausted = False
         window, checked, no_engine_since = self.max_workers, 0.0, None
 
-        def submit(request, lost: list) -> None:
-            ref = remote["evaluate"].remote(setup.run_key, [setup_ref], request, timeout)
+        def submit(request, lost: list, avoid: str = "") -> None:
+            options = {}
+            others = [n["NodeID"] for n in self.engine_nodes() if n["NodeID"] != avoid] if avoid else []
+            if others:  # another node than the one whose engine was lost, if it can take it
+                from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+                options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(others[len(lost) % len(others)],
+                                                                                soft=True)
+            ref = remote["evaluate"].options(**options).remote(setup.run_key, [setup_ref], request, timeout)
             in_flight[ref] = [request, time.monotonic(), lost]
 
         try:
@@ -214,7 +221,7 @@ class RayExecutor:
         if outcome.engine_lost and len(lost) < self.requeue_budget and self.engine_slots() > 0:
             lost.append({"attempt": len(lost) + 1, "error": "EngineLost", "node": outcome.node,
                          "message": (outcome.result.error_detail if outcome.result else "")[:500]})
-            submit(request, lost)
+            submit(request, lost, avoid=outcome.node_id)
             return
         if lost and outcome.result is not None:
             outcome.result.attempts = [*lost, *outcome.result.attempts]
