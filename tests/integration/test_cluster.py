@@ -217,10 +217,9 @@ def test_demo_over_two_nodes_gives_the_local_verdicts(cluster, seeded_registry, 
     assert set(summary["executor"]["nodes"]) == {"node-a", "node-b"}, summary["executor"]
     reports = [json.loads(p.read_text()) for p in run_dir.glob("*/report.json")]
     assert {r["node"] for r in reports} == {"node-a", "node-b"}
-    # The nodes pulled the environment the shared engine built (a build here would have
-    # another image id), and built their instance layers on it.
-    local_reports = [json.loads(p.read_text()) for p in local.root.glob("*/report.json")]
-    assert {r["image"]["env_id"] for r in reports} == {r["image"]["env_id"] for r in local_reports}
+    # Both nodes used one environment image, got through the registry (a build on each node
+    # would give each its own image id), and built their instance layers on it.
+    assert len({r["image"]["env_id"] for r in reports}) == 1
     for name in ("a", "b"):
         client = engines[name].client()
         assert _harness_containers(client) == []
@@ -307,8 +306,14 @@ def test_an_engine_killed_mid_run_ends_it_with_a_summary_and_it_resumes(seeded_r
         out = tmp_path / "runs"
         env = dict(os.environ, DOCKER_HOST=engine.url)
         args = ["run", "--instances", instances, "--predictions", predictions, "--output-dir", str(out),
-                "--run-id", "engine-lost", "--cache-dir", str(cache_dir), "--registry", seeded_registry,
-                "--max-workers", "2", "--quiet"]
+                "--run-id", "engine-lost", "--cache-dir", str(cache_dir), "--max-workers", "2", "--quiet"]
+        # The engine gets the demo's base and environment from the registry first; the run
+        # itself uses no registry (a push cut by the kill is not what this test is about).
+        seed = harness_cli("run", "--instances", instances, "--predictions", predictions, "--instance-ids",
+                           json.loads(Path(instances).read_text().splitlines()[0])["instance_id"],
+                           "--output-dir", str(tmp_path / "seed"), "--run-id", "seed", "--cache-dir", str(cache_dir),
+                           "--registry", seeded_registry, "--quiet", env=env)
+        assert seed.returncode == 0, seed.stderr[-2000:]
         import subprocess
         import sys
         proc = subprocess.Popen([sys.executable, "-m", "harness", *args], env=env, stdout=subprocess.PIPE,
@@ -341,3 +346,20 @@ def test_an_engine_killed_mid_run_ends_it_with_a_summary_and_it_resumes(seeded_r
     finally:
         engine.stop()
         engine.remove_data()
+
+
+def test_executor_ray_alone_starts_a_one_node_cluster_on_this_machine(engine, cache_dir, tmp_path):
+    """`--executor ray` without an address: a Ray cluster of this machine for the run,
+    evaluating on the local engine, with the verdicts of the local executor."""
+    instances, predictions = _copies(tmp_path, 1)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    proc = harness_cli("run", "--executor", "ray", "--instances", instances, "--predictions", predictions,
+                       "--output-dir", str(tmp_path / "runs"), "--run-id", "ray-one-node", "--cache-dir",
+                       str(cache_dir), "--max-workers", "2", "--quiet", env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    verdicts = _verdicts(tmp_path / "runs" / "ray-one-node")
+    assert {iid: v[:2] for iid, v in verdicts.items()} == {iid: _expected_verdict(iid) for iid in verdicts}
+    assert len(verdicts) == 4
+    summary = json.loads((tmp_path / "runs" / "ray-one-node" / "summary.json").read_text())
+    assert summary["executor"]["name"] == "ray"
+    assert engine.containers.list(all=True, filters={"label": "org.harness.run-id=ray-one-node"}) == []
