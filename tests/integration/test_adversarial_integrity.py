@@ -31,7 +31,7 @@ from tests.patchgen import base_file, demo_instance, edit, write_predictions
 
 UNDER_TEST = os.environ.get("HARNESS_UNDER_TEST")
 BASES = ("harness-demo__calcly-1", "harness-demo__inventory-1")
-CLASSES = {"1", "2", "3", "4", "5", "6", "7", "8"}
+CLASSES = {"1", "2", "3", "4", "5", "6", "7", "8", "9"}
 RUN_ID = "adversarial-integrity"
 
 
