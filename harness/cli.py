@@ -270,7 +270,7 @@ class _Progress:
 
     def update(self, result) -> None:
         self.resolved += int(result.resolved)
-        self.errors += int(bool(result.error_reason and result.error_reason.origin != "model"))
+        self.errors += int(bool(result.error_reason and result.error_origin != "model"))
         if self._progress is not None:
             self._progress.update(self._task, advance=1, resolved=self.resolved, errors=self.errors)
 

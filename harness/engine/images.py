@@ -7,8 +7,9 @@
   virtual environment at ``/opt/harness/venv`` installed ``--no-index`` from the host's
   wheelhouse with ``--require-hashes``. Tag ``harness-env:py<ver>-<hash>``.
 * **instance**: the one-commit repository at ``/opt/harness/testbed`` (installed as if it
-  were at ``/testbed``, where containers see their working copy). Tag
-  ``harness-inst:<instance_id>-<hash>``.
+  were at ``/testbed``, where containers see their working copy), and the harness's own
+  in-container files (harness/incontainer/: result reporters) at ``/opt/harness/incontainer``,
+  root-owned and read-only. Tag ``harness-inst:<instance_id>-<hash>``.
 
 Every tag carries a content hash of its inputs (parent image id, package lists, lock,
 tree hash, install commands), so changing an input rebuilds that layer and nothing else.
@@ -37,6 +38,7 @@ from docker.errors import APIError, ImageNotFound
 from harness.errors import ImageBuildError, InputError
 from harness.hashing import content_hash
 from harness.locks import file_lock
+from harness.runners import INCONTAINER_DIR, INCONTAINER_SOURCE
 from harness.specs import IMAGES_DIR, EnvSpec
 
 #: Bumped when the layout of an image layer changes, so old images are not reused.
@@ -299,6 +301,8 @@ RUN set -e; python3 -m venv {home}/venv; \\
         uid = self.bases.uid
         dockerfile = f"""FROM {env.tag}
 {env_lines}ADD testbed.tar {PRISTINE_TREE}/
+COPY incontainer/ {INCONTAINER_DIR}/
+RUN chown -R 0:0 {INCONTAINER_DIR} && chmod -R u=rwX,go=rX {INCONTAINER_DIR}
 COPY install.sh /opt/harness/install.sh
 RUN set -e; touch /opt/harness/.stamp; \\
     rm -rf /testbed; cp -a --no-preserve=ownership {PRISTINE_TREE} /testbed; \\
@@ -312,6 +316,7 @@ WORKDIR /testbed
         inputs = {"format": IMAGE_FORMAT, "env": env.image_id, "tree": tree_sha,
                   "pre_install": list(spec.pre_install), "install": spec.install,
                   "env_vars": dict(spec.env), "setup_files": dict(spec.setup_files),
+                  "incontainer": _incontainer_files_hash(),
                   "dockerfile": content_hash(dockerfile + script, 64)}
         inputs_hash = content_hash(inputs)
         tag = f"harness-inst:{_tag_safe(instance_id)}-{inputs_hash}"
@@ -330,7 +335,7 @@ WORKDIR /testbed
                 tree_tar = Path(tmp) / "testbed.tar"
                 with tarfile.open(tree_tar, "w") as tar:
                     tar.add(str(tree_dir), arcname=".", filter=_tree_tarinfo)
-                files = {"testbed.tar": tree_tar, "install.sh": script.encode()}
+                files = {"testbed.tar": tree_tar, "install.sh": script.encode(), **_incontainer_files()}
                 image = self._docker_build(tag, dockerfile, files, labels)
             return self._ref(image, "inst", inputs_hash, True, time.monotonic() - started)
 
@@ -351,6 +356,16 @@ def stream_build(client: docker.DockerClient, context, tag: str, labels: dict[st
     except APIError as exc:
         raise ImageBuildError(f"building {tag} failed: {exc.explanation or exc}", log="".join(log)[-20000:]) from None
     return "".join(log)[-20000:]
+
+
+def _incontainer_files() -> dict[str, bytes]:
+    """harness/incontainer/*.py, as build-context entries under ``incontainer/``."""
+    return {f"incontainer/{p.name}": p.read_bytes() for p in sorted(INCONTAINER_SOURCE.glob("*.py"))}
+
+
+def _incontainer_files_hash() -> str:
+    import hashlib
+    return content_hash({name: hashlib.sha256(data).hexdigest() for name, data in _incontainer_files().items()}, 64)
 
 
 def _tag_safe(text: str) -> str:

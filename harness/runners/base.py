@@ -1,0 +1,136 @@
+"""What every test runner provides (the interface the rest of the harness sees).
+
+A :class:`Runner` is chosen by name by a spec's ``runner:`` field. It knows:
+
+* ``test_files(test_patch)`` — the Python test files of the instance's test patch (they
+  are restored from the pristine copy, hold the canaries, and help map results back);
+* ``targets(test_patch)`` — what goes on the command line after the spec's ``test_cmd``
+  (the files for pytest and sympy; dotted labels for Django, as SWE-bench derives them);
+* ``command(test_cmd, targets, results_path, parser)`` — the whole shell command. The
+  spec's command and its arguments are never separated by options of ours: pytest's
+  ``--junitxml``/``-o`` come after the targets (pytest 3's ``-o`` takes every following
+  word), and a reporter-wrapped command runs unchanged after our wrapper's ``--``;
+* ``parsers`` / ``default_parser`` — the result parsers that read what it writes
+  (JUnit XML at ``results_path``, cross-checked with the printed text);
+* ``conventions`` / ``default_convention`` — the dataset test-id conventions its results
+  can be mapped to (harness/grading/conventions.py);
+* ``spell_id(path, cls, name)`` — the native id the parser reports for a test (pytest
+  style for every runner: ``path::name`` or ``path::Class::name``), for canaries;
+* ``canary_style`` — "function" (a module-level test function) or "method" (a method
+  of a ``unittest.TestCase`` subclass) — and ``canary_file(test_files)``;
+* ``infra_patterns`` — the runner's own files in the repository, which a model patch may
+  not change (restored like conftest.py).
+
+Trusted files run inside the container (the result reporter) live in harness/incontainer/
+and are installed root-owned and read-only at :data:`INCONTAINER_DIR`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import posixpath
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.errors import UnknownNameError
+from harness.patches import PatchFiles
+
+#: Where harness/incontainer/ is installed in every instance image (root-owned, read-only).
+INCONTAINER_DIR = "/opt/harness/incontainer"
+#: The package directory installed there.
+INCONTAINER_SOURCE = Path(__file__).resolve().parent.parent / "incontainer"
+#: The environment's interpreter (the image's root-owned virtual environment).
+ENV_PYTHON = "/opt/harness/venv/bin/python"
+
+
+@dataclass(frozen=True)
+class Runner:
+    name: str
+    parsers: tuple[str, ...]
+    conventions: tuple[str, ...]
+    canary_style: str = "function"
+    infra_patterns: tuple[str, ...] = ()
+    summary: str = ""
+
+    @property
+    def default_parser(self) -> str:
+        return self.parsers[0]
+
+    @property
+    def default_convention(self) -> str:
+        return self.conventions[0]
+
+    # ------------------------------------------------------------------ what to run
+    def test_files(self, test_patch: PatchFiles) -> list[str]:
+        """Python files the test patch modifies or creates (data files it touches, such as
+        a .toml fixture, are not test modules and would make pytest stop)."""
+        return [p for p in (*test_patch.modified, *test_patch.created) if p.endswith(".py")]
+
+    def targets(self, test_patch: PatchFiles) -> list[str]:
+        return self.test_files(test_patch)
+
+    def command(self, test_cmd: str, targets: list[str], results_path: str, parser_args: str = "") -> str:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ ids
+    def spell_id(self, path: str, cls: str | None, name: str) -> str:
+        """The native id of test ``name`` (in class ``cls``, or module level) of ``path``."""
+        if self.canary_style == "method" and not cls:
+            raise ValueError(f"the {self.name} runner runs methods of TestCase classes: a class is needed")
+        return "::".join(p for p in (path, cls, name) if p)
+
+    def canary_file(self, test_files: list[str]) -> str | None:
+        """The test file the canaries go into: the first one named like a test module."""
+        py = [f for f in test_files if f.endswith(".py")]
+        named = [f for f in py if posixpath.basename(f).startswith("test") or f.endswith("tests.py")]
+        return (named or py or [None])[0]
+
+    def check_test_cmd(self, test_cmd: str) -> str | None:
+        """Why ``test_cmd`` cannot be run by this runner, or None."""
+        return None
+
+
+@dataclass(frozen=True)
+class ReporterRunner(Runner):
+    """A runner whose command runs in-process under harness/incontainer/junit_reporter.py,
+    which records outcomes from the framework's own result objects as JUnit XML."""
+
+    framework: str = "unittest"
+
+    def command(self, test_cmd: str, targets: list[str], results_path: str, parser_args: str = "") -> str:
+        reporter = f"{INCONTAINER_DIR}/junit_reporter.py"
+        wrapper = [ENV_PYTHON, reporter, "--framework", self.framework, "--junit", results_path, "--"]
+        return " ".join([*map(shlex.quote, wrapper), test_cmd, *map(shlex.quote, targets)])
+
+    def check_test_cmd(self, test_cmd: str) -> str | None:
+        words = shlex.split(test_cmd)
+        if not words:
+            return "is empty"
+        if "=" in words[0]:
+            return (f"must start with the script or 'python -m MODULE' (the {self.name} runner runs it "
+                    f"in-process); put environment variables under env:")
+        if any(w in ("|", "&&", ";", "||") or w.startswith((">", "<")) for w in words):
+            return f"must be one command (the {self.name} runner runs it in-process), not a shell pipeline"
+        return None
+
+
+RUNNERS: dict[str, Runner] = {}
+
+
+def register_runner(runner: Runner) -> Runner:
+    if runner.name in RUNNERS:
+        raise ValueError(f"runner {runner.name!r} registered twice")
+    RUNNERS[runner.name] = runner
+    return runner
+
+
+def get_runner(name: str) -> Runner:
+    """Look a runner up by name; an unknown name raises with the close matches."""
+    try:
+        return RUNNERS[name]
+    except KeyError:
+        close = difflib.get_close_matches(name, RUNNERS, n=3, cutoff=0.4)
+        hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+        raise UnknownNameError(f"unknown test runner {name!r}{hint} (registered: {', '.join(sorted(RUNNERS))})",
+                               field="runner") from None
