@@ -192,6 +192,12 @@ def execute_run(args: argparse.Namespace, instances_path: Path, predictions_arg:
         overrides.update({name: path for name, path in built.items() if name in demo_repos})
 
     specs = SpecRegistry.load(DEFAULT_SPECS_DIR, *args.specs)
+    from harness.runners.checks import refuse_unaddressable
+    loaded.instances, refused = refuse_unaddressable(loaded.instances, specs, str(instances_path))
+    for error in refused:  # ids the spec's runner cannot address: loud, never graded NO
+        input_errors[error.record or "?"] = str(error)
+        print(f"harness: refused: {error}", file=sys.stderr)
+        log.error("input.unaddressable", error=str(error))
     client = connect()
     resolver = RepoResolver(cache_dir, args.repos_dir, overrides, allow_clone=not args.no_clone)
     tasks, orphans = iter_tasks(loaded.instances, predictions.predictions)

@@ -554,7 +554,7 @@ def gradable_tests(instance: Instance, convention: str = "pytest") -> tuple[Test
     reports them, so they are left out of grading and listed in the report
     (``integrity.ignored_test_ids``) and by ``harness validate``. Any other id the
     convention cannot address is refused before anything runs
-    (:func:`unaddressable_tests`), never dropped here.
+    (harness/runners/checks.py), never dropped here.
     """
     kinds = get_convention(convention).classify
     ignored = [t for t in (*instance.fail_to_pass, *instance.pass_to_pass) if kinds(t) is IdKind.LOG_FRAGMENT]
@@ -563,12 +563,6 @@ def gradable_tests(instance: Instance, convention: str = "pytest") -> tuple[Test
     keep = set(ignored)
     return (TestLists(tuple(t for t in instance.fail_to_pass if t not in keep),
                       tuple(t for t in instance.pass_to_pass if t not in keep)), ignored)
-
-
-def unaddressable_tests(instance: Instance, convention: str) -> list[str]:
-    """Graded ids the convention cannot address (they could only ever be "missing")."""
-    kinds = get_convention(convention).classify
-    return [t for t in (*instance.fail_to_pass, *instance.pass_to_pass) if kinds(t) is IdKind.UNADDRESSABLE]
 
 
 def settle_origin(result: InstanceResult, reference_patch: bool) -> None:

@@ -107,7 +107,7 @@ def junit_collection_errors(xml_bytes: bytes | None) -> list[str]:
 # --------------------------------------------------------------------------- text
 
 #: ``sympy/core/tests/test_basic.py[22] `` starts a file's tests in bin/test's output.
-_SYMPY_FILE = re.compile(r"^(\S+\.py)\[\d+\]\s")
+_SYMPY_FILE = re.compile(r"^(\S+\.py)\[\d+\](?:\s|$)")
 #: ``test_name ok`` (``F``, ``E``, ``f`` xfail, ``X`` xpass); the last test of a file has
 #: the file's ``[OK]``/``[FAIL]`` after it.
 _SYMPY_TEST = re.compile(r"^(test_\w+) (ok|F|E|f|X)(?:\s+\[(?:OK|FAIL)\])?\s*$")

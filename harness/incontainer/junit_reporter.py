@@ -305,6 +305,7 @@ def main(argv):
     try:
         if command[0] == "-m" and len(command) > 1:
             sys.argv = [command[1], *command[2:]]
+            sys.path[0] = os.getcwd()  # what "python -m" puts first
             runpy.run_module(command[1], run_name="__main__", alter_sys=True)
         else:
             script = command[0]
