@@ -28,7 +28,7 @@ P2P = [
     # docstring labels: the dataset id is the docstring's first line (SWE-bench's parse_log_django)
     "`makemigrations --merge --dry-run` writes the merge migration file to",
     "makemigrations exits if it detects a conflict.",
-    "test_migrate (migrations.test_commands.MigrateTests)",
+    "Tests basic usage of the migrate command.",          # MigrateTests.test_migrate's docstring
 ]
 FIXED_FILE = "django/core/management/commands/makemigrations.py"
 TEST_FILE = "tests/migrations/test_commands.py"
