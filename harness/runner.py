@@ -206,7 +206,8 @@ class BatchRunner:
         self.client = client
         self.preparer = preparer
         self.paths = RunPaths.create(config.output_dir, config.run_id)
-        self.backend = DockerBackend(client, config.run_id, limits=config.limits)
+        self.backend = DockerBackend(client, config.run_id, limits=config.limits,
+                                     run_key=content_hash(str(self.paths.root)))
         self.executor = executor or LocalExecutor(config.max_workers)
         self.progress = progress
         self._lock = threading.Lock()

@@ -37,6 +37,9 @@ PRIVILEGED_SETUP_CAPS = ("NET_ADMIN", "SETUID", "SETGID", "SETPCAP")
 ROOT = "0:0"
 SERVICE_USER = "1001:1001"
 LABEL_OWNER = "org.harness.owner"
+#: Which run directory a container belongs to: two processes may use one run id (``gold-1``
+#: of two validations) on one engine; cleaning up one must not remove the other's containers.
+LABEL_RUN_DIR = "org.harness.run-dir"
 
 
 @dataclass(frozen=True)
@@ -96,9 +99,10 @@ class DockerBackend:
     """Starts sandboxes on one Docker engine."""
 
     def __init__(self, client: docker.DockerClient, run_id: str, user: str = "1000:1000",
-                 limits: Limits | None = None) -> None:
+                 limits: Limits | None = None, run_key: str | None = None) -> None:
         self.client = client
         self.run_id = run_id
+        self.run_key = run_key
         self.user = user
         self.limits = limits or Limits()
 
@@ -114,6 +118,8 @@ class DockerBackend:
         suffix = secrets.token_hex(4)
         base = f"harness-{_safe(name_hint)[:60]}-{suffix}"
         labels = {LABEL_RUN: self.run_id, LABEL_OWNER: "harness"}
+        if self.run_key:
+            labels[LABEL_RUN_DIR] = self.run_key
         limits = self.limits
         volumes = []
         mounts = []
@@ -150,7 +156,9 @@ class DockerBackend:
     def cleanup_run(self, run_id: str | None = None) -> int:
         """Remove every container and volume labelled with the run id (default: this
         backend's). Returns the number of containers removed."""
-        label = f"{LABEL_RUN}={run_id or self.run_id}"
+        label = [f"{LABEL_RUN}={run_id or self.run_id}"]
+        if run_id is None and self.run_key:  # only this run directory's (labels are ANDed)
+            label.append(f"{LABEL_RUN_DIR}={self.run_key}")
         removed = 0
         for container in self.client.containers.list(all=True, filters={"label": label}):
             try:
