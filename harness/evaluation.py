@@ -378,7 +378,8 @@ class Evaluator:
                 target = line[4:].split("\t")[0].strip()
                 current = target[2:] if target.startswith("b/") else target
             elif line.startswith("+") and current and current not in restored and not self._is_test_infra(current):
-                match = RUNNER_INTERNALS.search(line)
+                match = RUNNER_INTERNALS.search(line) or (
+                    re.search(self.runner.internals, line) if self.runner.internals else None)
                 if match:
                     hits.append(f"{current}: {match.group(0)}")
         if hits:

@@ -19,7 +19,8 @@ A :class:`Runner` is chosen by name by a spec's ``runner:`` field. It knows:
 * ``canary_style`` — "function" (a module-level test function) or "method" (a method
   of a ``unittest.TestCase`` subclass) — and ``canary_file(test_files)``;
 * ``infra_patterns`` — the runner's own files in the repository, which a model patch may
-  not change (restored like conftest.py).
+  not change (restored like conftest.py); ``internals`` — a pattern of added lines that
+  reach into its result machinery (the patch is then flagged, as for pytest's internals).
 
 Trusted files run inside the container (the result reporter) live in harness/incontainer/
 and are installed root-owned and read-only at :data:`INCONTAINER_DIR`.
@@ -52,6 +53,9 @@ class Runner:
     canary_style: str = "function"
     infra_patterns: tuple[str, ...] = ()
     summary: str = ""
+    #: added lines that reach into this runner's result machinery from the code under test
+    #: (flagged like pytest's internals; harness/evaluation.py RUNNER_INTERNALS)
+    internals: str = ""
 
     @property
     def default_parser(self) -> str:
@@ -97,6 +101,7 @@ class ReporterRunner(Runner):
     which records outcomes from the framework's own result objects as JUnit XML."""
 
     framework: str = "unittest"
+    internals: str = r"junit_reporter|/opt/harness/incontainer|\b_RECORDS\b|\bwrite_junit\b"
 
     def command(self, test_cmd: str, targets: list[str], results_path: str, parser_args: str = "") -> str:
         reporter = f"{INCONTAINER_DIR}/junit_reporter.py"

@@ -14,4 +14,5 @@ SYMPY_INFRA = ("bin/test", "bin/get_sympy.py", "sympy/utilities/runtests.py", "s
 SYMPY = register_runner(ReporterRunner(
     name="sympy", parsers=("sympy",), conventions=("sympy", "native"), canary_style="function",
     infra_patterns=SYMPY_INFRA, framework="sympy",
+    internals=r"junit_reporter|/opt/harness/incontainer|\b_RECORDS\b|\bwrite_junit\b|PyTestReporter|SymPyTests",
     summary="sympy's bin/test with an in-process JUnit reporter, cross-checked with its --verbose text"))

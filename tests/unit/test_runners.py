@@ -151,3 +151,23 @@ def test_project_specs_name_their_runners():
 
 def _patch(*paths: str) -> str:
     return "".join(f"diff --git a/{p} b/{p}\n--- a/{p}\n+++ b/{p}\n@@ -1,1 +1,2 @@\n x\n+y\n" for p in paths)
+
+
+def test_patches_reaching_into_the_sympy_reporter_are_flagged():
+    from harness.evaluation import EvalConfig, Evaluator
+    from harness.instances import parse_instance
+    from harness.predictions import Prediction
+    test_patch = _patch("sympy/core/tests/test_basic.py")
+    model_patch = ("diff --git a/sympy/core/basic.py b/sympy/core/basic.py\n--- a/sympy/core/basic.py\n"
+                   "+++ b/sympy/core/basic.py\n@@ -1,1 +1,3 @@\n x\n+from sympy.testing.runtests import PyTestReporter\n"
+                   "+PyTestReporter.test_fail = PyTestReporter.test_pass\n")
+    instance = parse_instance({"instance_id": "sympy__sympy-1", "repo": "sympy/sympy", "base_commit": "a" * 40,
+                               "patch": "", "test_patch": test_patch, "FAIL_TO_PASS": ["test_x"],
+                               "PASS_TO_PASS": []})
+    spec = EnvSpec(repo="sympy/sympy", version="1.1", runner="sympy", parser="sympy", id_convention="sympy",
+                   test_cmd="bin/test -C --verbose")
+    for runner_spec, flagged in ((spec, True), (EnvSpec(repo="sympy/sympy", version="1.1"), False)):
+        evaluator = Evaluator(instance, Prediction("sympy__sympy-1", "m", model_patch), runner_spec,
+                              lambda path: None, EvalConfig())
+        evaluator._scan_runner_internals(patch_files(test_patch))
+        assert ("patch_references_test_runner" in evaluator.result.integrity_flags) is flagged
