@@ -95,6 +95,12 @@ def write_junit():
     with open(tmp, "wb") as handle:
         handle.write(data)
     os.replace(tmp, path)
+    try:  # the integrity stream's evidence channel, when the bootstrap provides it
+        import hashlib
+        import _harness_monitor
+        _harness_monitor.emit({"k": "results_file", "sha256": hashlib.sha256(data).hexdigest()})
+    except Exception:
+        pass
 
 
 # --------------------------------------------------------------------------- unittest

@@ -79,10 +79,13 @@ class Runner:
 
     # ------------------------------------------------------------------ ids
     def spell_id(self, path: str, cls: str | None, name: str) -> str:
-        """The native id of test ``name`` (in class ``cls``, or module level) of ``path``."""
+        """The native id of test ``name`` (in class ``cls``, dotted when nested, or at module
+        level) of ``path``, as this runner's parser reports it."""
         if self.canary_style == "method" and not cls:
             raise ValueError(f"the {self.name} runner runs methods of TestCase classes: a class is needed")
-        return "::".join(p for p in (path, cls, name) if p)
+        return "::".join(p for p in (path, *(cls.split(".") if cls else ()), name) if p)
+
+    test_id = spell_id  # the name the integrity stream's canaries call
 
     def canary_file(self, test_files: list[str]) -> str | None:
         """The test file the canaries go into: the first one named like a test module."""

@@ -171,3 +171,8 @@ def test_patches_reaching_into_the_sympy_reporter_are_flagged():
                               lambda path: None, EvalConfig())
         evaluator._scan_runner_internals(patch_files(test_patch))
         assert ("patch_references_test_runner" in evaluator.result.integrity_flags) is flagged
+
+
+def test_nested_classes_are_spelled_as_pytest_node_ids():
+    assert get_runner("pytest").test_id("t/test_a.py", "Outer.Inner", "test_x") == "t/test_a.py::Outer::Inner::test_x"
+    assert get_runner("unittest").spell_id("t/test_a.py", "Outer.Inner", "test_x") == "t/test_a.py::Outer::Inner::test_x"
