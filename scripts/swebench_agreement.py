@@ -11,6 +11,9 @@ and compares the result with our ``report.json``:
 * ``invalid``   — we refused to grade (INVALID, with our reason); SWE-bench's verdict on the
                   same output is shown but not counted as agreement.
 
+Separately, ``resolved_agree`` counts evaluations (INVALID ones included) where both say the
+same about *resolved* (ours: FULL; SWE-bench: FULL), the number a leaderboard uses.
+
 Run it with an interpreter that has ``swebench`` installed, never the project's own
 environment (it is not a dependency of the harness)::
 
@@ -69,10 +72,12 @@ def compare(run_dirs: list[Path]) -> dict:
                 outcome = "agree" if ours["status"] == theirs else "disagree"
             rows.append({"run": run_dir.name, "instance_id": ours["instance_id"], "ours": ours["status"],
                          "our_reason": ours.get("error_reason"), "swebench": theirs, "outcome": outcome,
+                         "resolved_agree": (ours["status"] == "FULL") == (theirs == "FULL"),
                          "differences": differences[:20]})
     counts = Counter(r["outcome"] for r in rows)
     return {"evaluations": len(rows), "agree": counts["agree"], "disagree": counts["disagree"],
-            "invalid": counts["invalid"], "rows": rows}
+            "invalid": counts["invalid"], "resolved_agree": sum(bool(r.get("resolved_agree")) for r in rows),
+            "rows": rows}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -96,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
             for line in row["differences"][:5]:
                 print(f"    {line}")
     print(f"{result['evaluations']} evaluations: {result['agree']} agree, {result['disagree']} disagree, "
-          f"{result['invalid']} not graded by us (INVALID)")
+          f"{result['invalid']} not graded by us (INVALID); resolved or not: {result['resolved_agree']} agree")
     return 0 if result["disagree"] == 0 else 1
 
 
