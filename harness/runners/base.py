@@ -32,15 +32,15 @@ import difflib
 import posixpath
 import shlex
 from dataclasses import dataclass
-from pathlib import Path
 
+from harness import resources
 from harness.errors import UnknownNameError
 from harness.patches import PatchFiles
 
 #: Where harness/incontainer/ is installed in every instance image (root-owned, read-only).
 INCONTAINER_DIR = "/opt/harness/incontainer"
-#: The package directory installed there.
-INCONTAINER_SOURCE = Path(__file__).resolve().parent.parent / "incontainer"
+#: The package directory installed there (harness/incontainer/, shipped with the code).
+INCONTAINER_SOURCE = resources.path("incontainer")
 #: The environment's interpreter (the image's root-owned virtual environment).
 ENV_PYTHON = "/opt/harness/venv/bin/python"
 
