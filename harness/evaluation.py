@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import re
 import secrets
-import shlex
 import time
 import traceback
 from dataclasses import dataclass, field

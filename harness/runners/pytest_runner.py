@@ -9,7 +9,6 @@ import shlex
 from harness.runners.base import Runner, register_runner
 
 
-
 class PytestRunner(Runner):
     def command(self, test_cmd: str, targets: list[str], results_path: str, parser_args: str = "") -> str:
         parts = [test_cmd, *map(shlex.quote, targets)]

@@ -4,7 +4,6 @@ the judgement in harness/evaluation.py)."""
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
