@@ -30,6 +30,10 @@ from docker.types import Mount
 from harness.errors import ContainerDied, InfrastructureError
 
 LABEL_RUN = "org.harness.run-id"
+#: The run directory a container belongs to (a hash of its path): run ids repeat across
+#: output directories (``harness validate`` names its runs gold-1..N), so cleaning up a run
+#: must never touch another directory's containers.
+LABEL_RUN_DIR = "org.harness.run-dir"
 #: What a container's root may hold when a spec's service needs network set-up; the
 #: set*id/setpcap ones let root start the tests as the harness user with nothing left.
 PRIVILEGED_SETUP_CAPS = ("NET_ADMIN", "SETUID", "SETGID", "SETPCAP")
@@ -37,9 +41,6 @@ PRIVILEGED_SETUP_CAPS = ("NET_ADMIN", "SETUID", "SETGID", "SETPCAP")
 ROOT = "0:0"
 SERVICE_USER = "1001:1001"
 LABEL_OWNER = "org.harness.owner"
-#: Which run directory a container belongs to: two processes may use one run id (``gold-1``
-#: of two validations) on one engine; cleaning up one must not remove the other's containers.
-LABEL_RUN_DIR = "org.harness.run-dir"
 
 
 @dataclass(frozen=True)
@@ -99,10 +100,11 @@ class DockerBackend:
     """Starts sandboxes on one Docker engine."""
 
     def __init__(self, client: docker.DockerClient, run_id: str, user: str = "1000:1000",
-                 limits: Limits | None = None, run_key: str | None = None) -> None:
+                 limits: Limits | None = None, run_dir: str | None = None) -> None:
         self.client = client
         self.run_id = run_id
-        self.run_key = run_key
+        #: a hash of the run directory (None: containers are told apart by run id only)
+        self.run_dir = run_dir
         self.user = user
         self.limits = limits or Limits()
 
@@ -118,8 +120,8 @@ class DockerBackend:
         suffix = secrets.token_hex(4)
         base = f"harness-{_safe(name_hint)[:60]}-{suffix}"
         labels = {LABEL_RUN: self.run_id, LABEL_OWNER: "harness"}
-        if self.run_key:
-            labels[LABEL_RUN_DIR] = self.run_key
+        if self.run_dir:
+            labels[LABEL_RUN_DIR] = self.run_dir
         limits = self.limits
         volumes = []
         mounts = []
@@ -157,8 +159,8 @@ class DockerBackend:
         """Remove every container and volume labelled with the run id (default: this
         backend's). Returns the number of containers removed."""
         label = [f"{LABEL_RUN}={run_id or self.run_id}"]
-        if run_id is None and self.run_key:  # only this run directory's (labels are ANDed)
-            label.append(f"{LABEL_RUN_DIR}={self.run_key}")
+        if self.run_dir and run_id is None:
+            label.append(f"{LABEL_RUN_DIR}={self.run_dir}")
         removed = 0
         for container in self.client.containers.list(all=True, filters={"label": label}):
             try:
