@@ -145,3 +145,23 @@ def test_nothing_parsed_is_suite_did_not_run():
     assert judged.reason is ErrorReason.SUITE_DID_NOT_RUN
     assert judged.verdict.status is InstanceStatus.INVALID
     assert TestStatus  # statuses stay typed
+
+
+def test_a_model_run_failing_like_its_control_is_charged_to_the_environment(tmp_path):
+    from harness.report import write_json_atomic
+    from harness.runner import compare_with_control
+    inst = parse_instance(_record())
+    control = InstanceResult("x__y-1", "x/y", "gold", InstanceStatus.INVALID, error_reason=ErrorReason.COLLECTION_ERROR,
+                             integrity_details={"collection_errors": ["t/test_a.py"]})
+    settle_origin(control, reference_patch=True)
+    write_json_atomic(tmp_path / "x__y-1" / "report.json", control.to_report())
+
+    def model_run(files):
+        return InstanceResult("x__y-1", "x/y", "m", InstanceStatus.INVALID, error_reason=ErrorReason.COLLECTION_ERROR,
+                              integrity_details={"collection_errors": files})
+    same = model_run(["t/test_a.py"])
+    compare_with_control(same, inst, tmp_path)
+    assert same.error_origin == "harness" and "failed_like_control" in same.integrity_flags
+    worse = model_run(["t/test_a.py", "t/test_b.py"])     # the model broke another module too
+    compare_with_control(worse, inst, tmp_path)
+    assert worse.error_origin == "model" and "failed_like_control" not in worse.integrity_flags
