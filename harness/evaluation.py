@@ -20,6 +20,7 @@ Nothing here talks to Docker directly: it sees a :class:`~harness.engine.sandbox
 
 from __future__ import annotations
 
+import posixpath
 import re
 import secrets
 import time
@@ -27,6 +28,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Callable
 
+from harness import incontainer
 from harness.engine.images import PRISTINE_TREE, VENV
 from harness.engine.sandbox import ROOT, SERVICE_USER, ExecResult, Sandbox
 from harness.errors import (ContainerDied, GradingOutcome, PatchApplyFailed, PatchRejected,
@@ -63,6 +65,17 @@ ROOT_SHADOW_NAMES = frozenset({"pytest.py", "py.py", "_pytest", "pytest", "plugg
 PristineSource = Callable[[str], "tuple[bytes, int] | None"]
 
 IO_DIR = "/harness"
+
+
+def install_trusted_files(sandbox: Sandbox) -> None:
+    """Every file of harness/incontainer/ (the result reporter, ...) into the sandbox under
+    :data:`harness.incontainer.TRUSTED_DIR`, root-owned and read-only, in one archive call
+    (at run time: a changed reporter never rebuilds an image)."""
+    rel = posixpath.relpath(incontainer.TRUSTED_DIR, IO_DIR)
+    if rel.startswith(".."):  # the archive goes into the I/O tmpfs; a parent entry would reset its mode
+        raise ValueError(f"{incontainer.TRUSTED_DIR} must be under {IO_DIR}")
+    sandbox.put_files(IO_DIR, {f"{rel}/{name}": data for name, data in incontainer.files().items()},
+                      mode=incontainer.FILE_MODE, owner=0)
 #: Run as root in a container whose root holds set-up capabilities: become the harness
 #: user with no capability left anywhere (bounding, inheritable, ambient).
 DROP_ALL_PRIVILEGES = ["/usr/bin/setpriv", "--reuid=1000", "--regid=1000", "--clear-groups",
@@ -233,6 +246,7 @@ class Evaluator:
         if not self.prediction.is_empty:
             files["model.diff"] = (self.prediction.model_patch or "").encode("utf-8", "surrogateescape")
         sandbox.put_files(IO_DIR, {f"in-{io_token}/{k}": v for k, v in files.items()}, mode=0o444)
+        install_trusted_files(sandbox)
         self._reset_tree(sandbox)
         mk = self._run(sandbox, "prepare", ["/bin/mkdir", "-p", out_dir])
         if not mk.ok:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up harness on a fresh Debian machine and leave a Docker engine answering:
-#   1. as root, install Debian's docker.io, mmdebstrap, git, python3-venv, chromium and
-#      chromium-driver (browser tests of the HTML report) when absent;
+#   1. as root, install Debian's docker.io, mmdebstrap, git, python3-venv, docker-registry (tests
+#      start local registries), chromium and chromium-driver (browser tests of the HTML report) when absent;
 #   2. create .venv and install the harness (with its test extras) into it;
 #   3. start dockerd if nothing answers (stale pid files cleared) and wait for it.
 # Idempotent: a second run changes nothing and takes seconds.
@@ -16,6 +16,8 @@ command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
 # The HTML report's tests drive Debian's headless Chromium through its chromedriver.
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
+# a real local registry for the registry-image interpreter source's tests (started by the tests)
+command -v docker-registry >/dev/null 2>&1 || need+=(docker-registry)
 python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
 if ((${#need[@]})); then
   if [ "$(id -u)" != 0 ]; then

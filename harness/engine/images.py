@@ -1,4 +1,4 @@
-"""Image layers, built without any registry: base → environment → instance.
+"""Image layers: base → environment → instance, built here or pulled from a registry.
 
 * **base** (one per Debian suite, i.e. per Python version): ``mmdebstrap`` builds a root
   filesystem from the host's own apt sources; ``docker import`` makes it an image; the
@@ -7,12 +7,14 @@
   virtual environment at ``/opt/harness/venv`` installed ``--no-index`` from the host's
   wheelhouse with ``--require-hashes``. Tag ``harness-env:py<ver>-<hash>``.
 * **instance**: the one-commit repository at ``/opt/harness/testbed`` (installed as if it
-  were at ``/testbed``, where containers see their working copy), and the harness's own
-  in-container files (harness/incontainer/: result reporters) at ``/opt/harness/incontainer``,
-  root-owned and read-only. Tag ``harness-inst:<instance_id>-<hash>``.
+  were at ``/testbed``, where containers see their working copy). Tag
+  ``harness-inst:<instance_id>-<hash>``.
 
 Every tag carries a content hash of its inputs (parent image id, package lists, lock,
 tree hash, install commands), so changing an input rebuilds that layer and nothing else.
+With a registry (``use_registry``), a missing layer is pulled and verified instead of
+built, and a layer built here is pushed (harness.engine.registry); without one, every
+engine builds its own (same tags, same results).
 Builds run with ``network_mode=none``: no container, build or run, ever has network.
 """
 
@@ -38,7 +40,6 @@ from docker.errors import APIError, ImageNotFound
 from harness.errors import ImageBuildError, InputError
 from harness.hashing import content_hash
 from harness.locks import file_lock
-from harness.runners import INCONTAINER_DIR, INCONTAINER_SOURCE
 from harness.specs import IMAGES_DIR, EnvSpec
 
 #: Bumped when the layout of an image layer changes, so old images are not reused.
@@ -60,6 +61,8 @@ class ImageRef:
     built: bool = False
     build_seconds: float = 0.0
     labels: dict | None = None
+    #: ``HOST:PORT/name@sha256:...`` when this engine pulled it from a registry (--registry)
+    pulled: str | None = None
 
 
 @dataclass(frozen=True)
@@ -130,6 +133,14 @@ class ImageBuilder:
         self.cache_dir = Path(cache_dir)
         self.bases = bases or BaseDefinition.load()
         self.lock_dir = self.cache_dir / "locks"
+        #: a harness.engine.registry.Registry: pull instead of build, push after a build
+        self.registry = None
+
+    def use_registry(self, address: str) -> None:
+        """Pull layers from the registry at ``address`` (HOST:PORT) instead of building
+        them, and push every layer built here (see harness.engine.registry)."""
+        from harness.engine.registry import Registry
+        self.registry = Registry(self.client, address)
 
     # ------------------------------------------------------------------ helpers
     def _find(self, tag: str) -> Any | None:
@@ -142,6 +153,33 @@ class ImageBuilder:
              seconds: float = 0.0) -> ImageRef:
         tag = next((t for t in image.tags if t.startswith(f"harness-{kind}:")), image.id)
         return ImageRef(tag, image.id, kind, inputs_hash, built, seconds, dict(image.labels or {}))
+
+    def _cached(self, tag: str, kind: str, inputs_hash: str, build, parent_id: str | None = None) -> ImageRef:
+        """Find ``tag`` on this engine, else pull it from the registry (verified), else
+        build it once (under a lock) with ``build()`` and push it to the registry."""
+        image = self._find(tag)
+        if image is not None:
+            return self._ref(image, kind, inputs_hash)
+        with file_lock(self.lock_dir, tag):
+            image = self._find(tag)
+            if image is not None:
+                return self._ref(image, kind, inputs_hash)
+            if self.registry is not None:
+                fetched = self.registry.fetch(tag, inputs_hash, parent_id)
+                if fetched is not None:
+                    image, pulled = fetched
+                    ref = self._ref(image, kind, inputs_hash)
+                    return ImageRef(ref.tag, ref.image_id, kind, inputs_hash, False, 0.0, ref.labels,
+                                    pulled=pulled.reference)
+            started = time.monotonic()
+            build()
+            image = self._find(tag)
+            if image is None:
+                raise ImageBuildError(f"building {tag} produced no image")
+            seconds = time.monotonic() - started
+            if self.registry is not None:
+                self.registry.publish(tag)
+            return self._ref(image, kind, inputs_hash, True, seconds)
 
     def _labels(self, kind: str, inputs_hash: str, inputs: dict) -> dict[str, str]:
         return {f"{LABEL_PREFIX}.kind": kind, f"{LABEL_PREFIX}.inputs-hash": inputs_hash,
@@ -176,17 +214,8 @@ class ImageBuilder:
         inputs_hash = content_hash(inputs)
         name = "builder" if builder else "base"
         tag = f"harness-{name}:{suite}-{inputs_hash}"
-        image = self._find(tag)
-        if image is not None:
-            return self._ref(image, name, inputs_hash)
-        with file_lock(self.lock_dir, tag):
-            image = self._find(tag)
-            if image is not None:
-                return self._ref(image, name, inputs_hash)
-            started = time.monotonic()
-            self._bootstrap(tag, suite, packages, inputs, inputs_hash, name)
-            image = self._find(tag)
-            return self._ref(image, name, inputs_hash, True, time.monotonic() - started)
+        return self._cached(tag, name, inputs_hash,
+                            lambda: self._bootstrap(tag, suite, packages, inputs, inputs_hash, name))
 
     def _bootstrap(self, tag: str, suite: str, packages: list[str], inputs: dict, inputs_hash: str,
                    kind: str) -> None:
@@ -246,14 +275,8 @@ class ImageBuilder:
                   "services": [[svc.name, content_hash(lock, 64), list(svc.build)] for svc, lock, _ in services]}
         inputs_hash = content_hash(inputs)
         tag = f"harness-env:py{spec.python}-{inputs_hash}"
-        image = self._find(tag)
-        if image is not None:
-            return self._ref(image, "env", inputs_hash)
-        with file_lock(self.lock_dir, tag):
-            image = self._find(tag)
-            if image is not None:
-                return self._ref(image, "env", inputs_hash)
-            started = time.monotonic()
+
+        def build() -> None:
             dockerfile = f"""FROM {base.tag}
 COPY wheels/ /opt/harness/wheels/
 COPY requirements.lock /opt/harness/requirements.lock
@@ -280,8 +303,9 @@ RUN set -e; python3 -m venv {home}/venv; \\
 """
             labels = self._labels("env", inputs_hash, inputs)
             labels[f"{LABEL_PREFIX}.python"] = PYTHON
-            image = self._docker_build(tag, dockerfile, files, labels)
-            return self._ref(image, "env", inputs_hash, True, time.monotonic() - started)
+            self._docker_build(tag, dockerfile, files, labels)
+
+        return self._cached(tag, "env", inputs_hash, build, parent_id=base.image_id)
 
     # ------------------------------------------------------------------ instance
     def instance(self, instance_id: str, spec: EnvSpec, env: ImageRef, tree_dir: Path,
@@ -301,8 +325,6 @@ RUN set -e; python3 -m venv {home}/venv; \\
         uid = self.bases.uid
         dockerfile = f"""FROM {env.tag}
 {env_lines}ADD testbed.tar {PRISTINE_TREE}/
-COPY incontainer/ {INCONTAINER_DIR}/
-RUN chown -R 0:0 {INCONTAINER_DIR} && chmod -R u=rwX,go=rX {INCONTAINER_DIR}
 COPY install.sh /opt/harness/install.sh
 RUN set -e; touch /opt/harness/.stamp; \\
     rm -rf /testbed; cp -a --no-preserve=ownership {PRISTINE_TREE} /testbed; \\
@@ -316,18 +338,11 @@ WORKDIR /testbed
         inputs = {"format": IMAGE_FORMAT, "env": env.image_id, "tree": tree_sha,
                   "pre_install": list(spec.pre_install), "install": spec.install,
                   "env_vars": dict(spec.env), "setup_files": dict(spec.setup_files),
-                  "incontainer": _incontainer_files_hash(),
                   "dockerfile": content_hash(dockerfile + script, 64)}
         inputs_hash = content_hash(inputs)
         tag = f"harness-inst:{_tag_safe(instance_id)}-{inputs_hash}"
-        image = self._find(tag)
-        if image is not None:
-            return self._ref(image, "inst", inputs_hash)
-        with file_lock(self.lock_dir, tag):
-            image = self._find(tag)
-            if image is not None:
-                return self._ref(image, "inst", inputs_hash)
-            started = time.monotonic()
+
+        def build() -> None:
             labels = self._labels("inst", inputs_hash, inputs)
             labels[f"{LABEL_PREFIX}.instance-id"] = instance_id
             labels[f"{LABEL_PREFIX}.tree-sha"] = tree_sha
@@ -335,9 +350,10 @@ WORKDIR /testbed
                 tree_tar = Path(tmp) / "testbed.tar"
                 with tarfile.open(tree_tar, "w") as tar:
                     tar.add(str(tree_dir), arcname=".", filter=_tree_tarinfo)
-                files = {"testbed.tar": tree_tar, "install.sh": script.encode(), **_incontainer_files()}
-                image = self._docker_build(tag, dockerfile, files, labels)
-            return self._ref(image, "inst", inputs_hash, True, time.monotonic() - started)
+                files = {"testbed.tar": tree_tar, "install.sh": script.encode()}
+                self._docker_build(tag, dockerfile, files, labels)
+
+        return self._cached(tag, "inst", inputs_hash, build, parent_id=env.image_id)
 
 
 def stream_build(client: docker.DockerClient, context, tag: str, labels: dict[str, str],
@@ -356,16 +372,6 @@ def stream_build(client: docker.DockerClient, context, tag: str, labels: dict[st
     except APIError as exc:
         raise ImageBuildError(f"building {tag} failed: {exc.explanation or exc}", log="".join(log)[-20000:]) from None
     return "".join(log)[-20000:]
-
-
-def _incontainer_files() -> dict[str, bytes]:
-    """harness/incontainer/*.py, as build-context entries under ``incontainer/``."""
-    return {f"incontainer/{p.name}": p.read_bytes() for p in sorted(INCONTAINER_SOURCE.glob("*.py"))}
-
-
-def _incontainer_files_hash() -> str:
-    import hashlib
-    return content_hash({name: hashlib.sha256(data).hexdigest() for name, data in _incontainer_files().items()}, 64)
 
 
 def _tag_safe(text: str) -> str:

@@ -1,9 +1,9 @@
 """Run a test command in this process and record each test's outcome as JUnit XML.
 
-Installed root-owned and read-only at /opt/harness/incontainer/ in every instance image;
-the harness starts the test command through it:
+Installed root-owned and read-only into every sandbox at run time (under
+harness.incontainer.PY_DIR); the harness starts the test command through it:
 
-    python /opt/harness/incontainer/junit_reporter.py --framework sympy|unittest \\
+    python PY_DIR/junit_reporter.py --framework sympy|unittest \\
         --junit RESULTS.xml -- SCRIPT ARGS...        (or: -- -m MODULE ARGS...)
 
 The command runs exactly as it would on its own (same argv, same exit code, same output);

@@ -23,24 +23,29 @@ A :class:`Runner` is chosen by name by a spec's ``runner:`` field. It knows:
   reach into its result machinery (the patch is then flagged, as for pytest's internals).
 
 Trusted files run inside the container (the result reporter) live in harness/incontainer/
-and are installed root-owned and read-only at :data:`INCONTAINER_DIR`.
+and are installed root-owned and read-only at run time under
+:data:`harness.incontainer.TRUSTED_DIR` (commands name them through that constant only).
 """
 
 from __future__ import annotations
 
 import difflib
 import posixpath
+import re
 import shlex
 from dataclasses import dataclass
 
-from harness import resources
+from harness import incontainer, resources
 from harness.errors import UnknownNameError
 from harness.patches import PatchFiles
 
-#: Where harness/incontainer/ is installed in every instance image (root-owned, read-only).
-INCONTAINER_DIR = "/opt/harness/incontainer"
+#: Where harness/incontainer/'s modules are in every sandbox (root-owned, read-only; installed
+#: at run time by the evaluation: harness.incontainer).
+INCONTAINER_DIR = incontainer.PY_DIR
 #: The package directory installed there (harness/incontainer/, shipped with the code).
 INCONTAINER_SOURCE = resources.path("incontainer")
+#: Added lines that reach into the reporter's result machinery (by name or by its location).
+REPORTER_INTERNALS = rf"junit_reporter|{re.escape(incontainer.TRUSTED_DIR)}|\b_RECORDS\b|\bwrite_junit\b"
 #: The environment's interpreter (the image's root-owned virtual environment).
 ENV_PYTHON = "/opt/harness/venv/bin/python"
 
@@ -104,10 +109,10 @@ class ReporterRunner(Runner):
     which records outcomes from the framework's own result objects as JUnit XML."""
 
     framework: str = "unittest"
-    internals: str = r"junit_reporter|/opt/harness/incontainer|\b_RECORDS\b|\bwrite_junit\b"
+    internals: str = REPORTER_INTERNALS
 
     def command(self, test_cmd: str, targets: list[str], results_path: str, parser_args: str = "") -> str:
-        reporter = f"{INCONTAINER_DIR}/junit_reporter.py"
+        reporter = incontainer.trusted_path("junit_reporter.py")
         wrapper = [ENV_PYTHON, reporter, "--framework", self.framework, "--junit", results_path, "--"]
         return " ".join([*map(shlex.quote, wrapper), test_cmd, *map(shlex.quote, targets)])
 

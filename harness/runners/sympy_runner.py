@@ -5,7 +5,7 @@ only, so canaries are functions and ids are ``path::name``."""
 
 from __future__ import annotations
 
-from harness.runners.base import ReporterRunner, register_runner
+from harness.runners.base import REPORTER_INTERNALS, ReporterRunner, register_runner
 
 #: sympy's runner lives in the repository: a model patch may not change it.
 SYMPY_INFRA = ("bin/test", "bin/get_sympy.py", "sympy/utilities/runtests.py", "sympy/testing/runtests.py")
@@ -14,5 +14,5 @@ SYMPY_INFRA = ("bin/test", "bin/get_sympy.py", "sympy/utilities/runtests.py", "s
 SYMPY = register_runner(ReporterRunner(
     name="sympy", parsers=("sympy",), conventions=("sympy", "native"), canary_style="function",
     infra_patterns=SYMPY_INFRA, framework="sympy",
-    internals=r"junit_reporter|/opt/harness/incontainer|\b_RECORDS\b|\bwrite_junit\b|PyTestReporter|SymPyTests",
+    internals=REPORTER_INTERNALS + r"|PyTestReporter|SymPyTests",
     summary="sympy's bin/test with an in-process JUnit reporter, cross-checked with its --verbose text"))
