@@ -22,7 +22,6 @@ The defences themselves live in :mod:`harness.integrity`.
 
 from __future__ import annotations
 
-import shlex
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from harness.engine.sandbox import ROOT, ExecResult, Sandbox
 from harness.errors import (ContainerDied, GradingOutcome, InfrastructureError, PatchApplyFailed, PatchRejected,
                             ServiceUnavailable)
 from harness.grading.grade import grade
+from harness.grading.origins import evidence_origin
 from harness.grading.parsers import get_parser
 from harness.grading.status import ErrorReason, InstanceStatus
 from harness.instances import Instance
@@ -41,12 +41,13 @@ from harness.integrity import steps
 from harness.integrity.evidence import parse_evidence
 from harness.integrity.judge import RunContext, apply_judgement, gradable_tests, judge_run  # noqa: F401
 from harness.integrity.plan import Plan, make_plan
-from harness.integrity.scan import TAMPER, added_findings
+from harness.integrity.scan import TAMPER, added_findings, pattern_findings
 from harness.integrity.testpatch import TestPatchResult, apply_test_patch
 from harness.integrity.tree import MalformedTreeReport, TreeTruth, disagreement, parse_tree_report
 from harness.patches import PatchFiles, check_model_patch, patch_files
 from harness.predictions import Prediction
 from harness.report import CommandRecord, InstanceResult
+from harness.runners import Runner, get_runner
 from harness.specs import EnvSpec
 
 #: Pristine bytes and mode of a path at the base commit, or None if it did not exist.
@@ -121,26 +122,31 @@ def env_argv(env: dict[str, str], argv: list[str]) -> list[str]:
     return ["/usr/bin/env", "-i", *(f"{k}={v}" for k, v in sorted(env.items())), *argv]
 
 
-def test_files_of(test_patch: PatchFiles) -> list[str]:
-    """The test files to run: Python files the test patch modifies or creates (data files
-    it touches, such as a .toml fixture, are not test modules and would make pytest stop)."""
-    return [p for p in (*test_patch.modified, *test_patch.created) if p.endswith(".py")]
+def test_files_of(test_patch: PatchFiles, runner: str = "pytest") -> list[str]:
+    """The test files of the test patch, as the spec's runner sees them (Python files it
+    modifies or creates)."""
+    return get_runner(runner).test_files(test_patch)
 
 
 def is_pytest(spec: EnvSpec) -> bool:
-    return spec.parser.startswith("pytest")
+    """pytest runs the tests (the outcome-origin plugin and the results-file provenance apply)."""
+    return spec.runner == "pytest" and spec.parser.startswith("pytest")
 
 
-def build_test_command(spec: EnvSpec, test_files: list[str], junit_path: str, plugin: bool = False) -> str:
-    parser = get_parser(spec.parser)
-    parts = [spec.test_cmd]
-    if plugin and is_pytest(spec):
-        parts.append(OUTCOME_PLUGIN_ARGS)
-    if parser.runner_args:
-        parts.append(parser.runner_args.format(junit_path=shlex.quote(junit_path)))
-    if spec.test_directives == "test_files":
-        parts.extend(shlex.quote(f) for f in test_files)
-    return " ".join(parts)
+def build_test_command(spec: EnvSpec, test_patch: PatchFiles, junit_path: str, plugin: bool = False) -> str:
+    """The spec's test command as its runner spells it (harness.runners): the command, its
+    targets, and only then our options (the outcome plugin for pytest, then the parser's)."""
+    runner = get_runner(spec.runner)
+    targets = runner.targets(test_patch) if spec.test_directives == "test_files" else []
+    options = [o for o in (OUTCOME_PLUGIN_ARGS if plugin and is_pytest(spec) else "",
+                           get_parser(spec.parser).runner_args or "") if o]
+    return runner.command(spec.test_cmd, targets, junit_path, " ".join(options))
+
+
+def settle_origin(result: InstanceResult, reference_patch: bool) -> None:
+    """Charge an INVALID result by the evidence (harness/grading/origins.py)."""
+    origin = evidence_origin(result.error_reason, reference_patch=reference_patch)
+    result.origin = origin if result.error_reason and origin != result.error_reason.origin else None
 
 
 class Evaluator:
@@ -159,11 +165,12 @@ class Evaluator:
         self.spec = spec
         self.pristine = pristine
         self.config = config
+        self.runner: Runner = get_runner(spec.runner)
         self.env = scrubbed_env(spec)
         self.result = InstanceResult(
             instance_id=instance.instance_id, repo=instance.repo,
             model_name_or_path=prediction.model_name_or_path, status=InstanceStatus.INVALID,
-            attempt=prediction.attempt, parser=spec.parser,
+            attempt=prediction.attempt, parser=spec.parser, runner=spec.runner, id_convention=spec.id_convention,
             patch_is_None=prediction.model_patch is None, patch_exists=not prediction.is_empty,
             checksums={"instance": instance.checksum(), "patch": prediction.checksum(),
                        "spec": spec.checksum()},
@@ -201,7 +208,9 @@ class Evaluator:
             model_files = check_model_patch(self.prediction.model_patch or "")
             test_result = apply_test_patch(self.instance.test_patch, test_patch, self.pristine)
         except GradingOutcome as outcome:
-            return self._invalid(ErrorReason(outcome.reason), str(outcome))
+            evaluation = self._invalid(ErrorReason(outcome.reason), str(outcome))
+            settle_origin(self.result, self.is_reference)
+            return evaluation
         self._phase("validate", t0)
 
         t = time.monotonic()
@@ -216,12 +225,19 @@ class Evaluator:
             sandbox.close()
             self._phase("cleanup", t)
             self.result.timings["total"] = round(time.monotonic() - t0, 4)
+        settle_origin(self.result, self.is_reference)
         return Evaluation(self.result, self.outputs)
+
+    @property
+    def is_reference(self) -> bool:
+        """The prediction is the instance's own reference patch (read from the bytes, not
+        from the model's name)."""
+        return self.prediction.model_patch == self.instance.patch
 
     def _sequence(self, sandbox: Sandbox, test_patch: PatchFiles, model_files: PatchFiles,
                   test_result: TestPatchResult) -> None:
         layout = steps.Layout.new()
-        test_files = test_files_of(test_patch)
+        test_files = self.runner.test_files(test_patch)
         staged = self._plant_canaries(test_result, test_files)
 
         # 2-3. inputs in, set-up step
@@ -247,13 +263,13 @@ class Evaluator:
         timeout = self.config.timeout or self.spec.timeout
         results_path = f"{layout.run_dir}/{steps.RESULTS_NAME}"
         plugin = self.config.monitor and is_pytest(self.spec)
-        command = build_test_command(self.spec, test_files, results_path, plugin)
+        command = build_test_command(self.spec, test_patch, results_path, plugin)
         env = steps.test_env(self.env, results_path if is_pytest(self.spec) else None, self.config.monitor)
         launch = self._launch_plan(layout, plan, test_result, staged, command, env, timeout)
         sandbox.put_files(steps.IO_DIR, steps.plan_file(layout, launch))
         argv = steps.launcher_argv(layout)
         self.bare_call = {"argv": env_argv(self.env, ["/bin/bash", "-c", build_test_command(
-            self.spec, test_files, results_path)]), "user": "1000:1000", "workdir": steps.TESTBED}
+            self.spec, test_patch, results_path)]), "user": "1000:1000", "workdir": steps.TESTBED}
         # ...and with the bootstrap, the monitor and the plugin, as the launcher runs it
         self.monitored_call = {"argv": env_argv({**env, "HARNESS_EVIDENCE_FD": "9"}, [
             "/bin/bash", "-c", f"exec 9>>/tmp/.bench-events; {command}"]), "user": "1000:1000",
@@ -303,7 +319,8 @@ class Evaluator:
             return staged
         previous = {p: (self.pristine(p) or (None,))[0] for p in test_files}
         changed, self.canaries = canary_mod.plant({p: d for p, (d, _) in staged.items()}, test_files, previous,
-                                                  count=self.config.canaries)
+                                                  count=self.config.canaries, spell=self.runner.spell_id,
+                                                  styles=(self.runner.canary_style,))
         for path, data in changed.items():
             staged[path] = (data, staged[path][1])
         if not self.canaries:
@@ -358,7 +375,7 @@ class Evaluator:
                                     f"only in the tree {differ['only_in_tree'][:5]}, "
                                     f"only in the parsed patch {differ['only_in_parsed_patch'][:5]}")
         plan = make_plan(tree, test_patch.all, test_files, self.pristine_paths(), self.protected_modules,
-                         self.config.restore_test_infra)
+                         self.config.restore_test_infra, self.runner.infra_patterns)
         for flag, paths in (("patch_touched_tests", plan.touched_tests), ("patch_touched_test_infra",
                                                                            plan.touched_infra),
                             ("patch_shadows_module", plan.shadows)):
@@ -381,7 +398,8 @@ class Evaluator:
                 continue
             old = self.pristine(change.path) if change.change != "created" else None
             found, parsed = added_findings(change.content, old[0] if old else None, change.path)
-            hits += found
+            hits += found + pattern_findings(change.content, old[0] if old else None, change.path,
+                                             self.runner.internals)
             if not parsed:
                 tokenized.append(change.path)
         details, flags = self.result.integrity_details, self.result.integrity_flags
@@ -449,7 +467,7 @@ class Evaluator:
                          plugin_expected=self.config.monitor and is_pytest(self.spec),
                          control_skipped=self.control_skipped, evidence=evidence)
         judged = judge_run(self.instance, self.spec.parser, self.outputs.test_output, self.outputs.junit_xml,
-                           self.result.test_exit_code, ctx)
+                           self.result.test_exit_code, ctx, convention=self.spec.id_convention)
         if judged.infrastructure:
             raise InfrastructureError(judged.infrastructure)
         apply_judgement(self.result, judged)

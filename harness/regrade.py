@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 from harness.errors import InputError
-from harness.evaluation import test_files_of
+from harness.evaluation import settle_origin, test_files_of
 from harness.grading.status import ErrorReason, InstanceStatus
 from harness.instances import parse_instance
 from harness.integrity.canaries import Canary
@@ -45,7 +45,8 @@ def regrade_run(run_dir: Path) -> dict:
                                       source=str(directory / "instance.json"))
             recorded = result.integrity_details.get("canaries") or []
             canaries = tuple(Canary.from_dict(c) for c in recorded if isinstance(c, dict) and c.get("test_id"))
-            test_files = test_files_of(patch_files(instance.test_patch))
+            runner = result.runner or "pytest"
+            test_files = test_files_of(patch_files(instance.test_patch), runner)
 
             def read(name: str) -> bytes | None:
                 return (directory / name).read_bytes() if (directory / name).exists() else None
@@ -59,15 +60,20 @@ def regrade_run(run_dir: Path) -> dict:
             ctx = RunContext(test_files=tuple(test_files), canaries=canaries,
                              model_files=frozenset(result.integrity_details.get("model_files") or ()),
                              runner_project=not forbid,
-                             plugin_expected=parser.startswith("pytest") and evidence is not None,
+                             plugin_expected=(runner == "pytest" and parser.startswith("pytest")
+                                              and evidence is not None),
                              evidence=parse_evidence(evidence, read("events.jsonl")) if evidence else None)
             apply_judgement(result, judge_run(instance, parser, output, read("results.xml"),
-                                              result.test_exit_code, ctx))
+                                              result.test_exit_code, ctx,
+                                              convention=result.id_convention or "pytest"))
             if "patch_references_test_runner" in keep and forbid and result.error_reason is None:
                 result.status, result.resolved = InstanceStatus.INVALID, False
                 result.error_reason = ErrorReason.TAMPERED
                 result.error_detail = "the patch reaches into the test runner: " + ", ".join(
                     result.integrity_details.get("patch_references_test_runner", [])[:5])
+            patch = directory / "patch.diff"
+            settle_origin(result, patch.exists()
+                          and patch.read_text(encoding="utf-8", errors="surrogateescape") == instance.patch)
             write_json_atomic(report_path, result.to_report())
         if before != (result.status, result.error_reason):
             changed.append(result.instance_id)

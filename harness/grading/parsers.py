@@ -72,6 +72,10 @@ class ParsedResults:
     conflicts: list[str] = field(default_factory=list)
     source: str = "none"
     notes: list[str] = field(default_factory=list)
+    #: native id -> the label the framework printed for it (unittest/Django; id conventions)
+    labels: dict[str, str] = field(default_factory=dict)
+    #: test files/modules that failed to import or collect (their tests never ran)
+    collection_errors: list[str] = field(default_factory=list)
 
 
 ParseFn = Callable[[RunArtefacts], ParsedResults]
@@ -119,25 +123,33 @@ def get_parser(name: str) -> Parser:
 
 # --------------------------------------------------------------------------- JUnit XML
 
-def parse_junit(xml_bytes: bytes, known_files: Iterable[str] = ()) -> ParsedResults:
-    """Parse pytest's JUnit XML (xunit1 or xunit2) into node ids and statuses, as a stream.
+@dataclass
+class JunitCase:
+    """One ``testcase`` as the stream read it: its attributes, its worst outcome, the first
+    ``error`` child's attributes (collection failures are errors) and its ``label``
+    property (the harness's reporter writes the label the framework printed)."""
 
-    A testcase whose id appears twice with different outcomes is recorded in
-    ``conflicts``. Malformed XML yields an empty result with a note (never raises);
-    an artefact over a cap raises :class:`ResultsTooLarge`.
+    attrs: dict
+    status: TestStatus
+    error: dict | None = None
+    label: str | None = None
+
+
+def stream_junit(xml_bytes: bytes, on_case: Callable[[JunitCase], None]) -> str | None:
+    """Read JUnit XML as a stream (``expat``; no tree is built, no DTD accepted), calling
+    ``on_case`` for each test case. Returns None, or why the XML is unparsable (results
+    read so far were already delivered). Over a cap it raises :class:`ResultsTooLarge`.
     """
-    result = ParsedResults(source="junit")
     if len(xml_bytes) > MAX_JUNIT_BYTES:
         raise ResultsTooLarge(f"junit xml of {len(xml_bytes)} bytes is over the {MAX_JUNIT_BYTES}-byte cap")
-    modules = _module_index(known_files)
-    state = {"elements": 0, "cases": 0, "depth": 0, "case": None, "status": None, "case_depth": 0}
-    conflicts: set[str] = set()
+    state = {"elements": 0, "cases": 0, "depth": 0, "case": None, "case_depth": 0}
 
     def start(tag: str, attrs: dict) -> None:
         state["elements"] += 1
         state["depth"] += 1
         if state["elements"] > MAX_JUNIT_ELEMENTS or state["depth"] > MAX_DEPTH:
             raise ResultsTooLarge(f"junit xml over {MAX_JUNIT_ELEMENTS} elements or {MAX_DEPTH} levels deep")
+        case = state["case"]
         if tag == "testcase":
             state["cases"] += 1
             if state["cases"] > MAX_TESTCASES:
@@ -145,15 +157,18 @@ def parse_junit(xml_bytes: bytes, known_files: Iterable[str] = ()) -> ParsedResu
             for key in ("name", "classname", "file"):
                 if len(attrs.get(key) or "") > MAX_NAME:
                     raise ResultsTooLarge(f"a junit test case {key} is over {MAX_NAME} characters")
-            state["case"], state["status"], state["case_depth"] = attrs, TestStatus.PASSED, state["depth"]
-        elif state["case"] is not None and state["depth"] == state["case_depth"] + 1:
-            state["status"] = TestStatus.worst(state["status"], _child_status(tag, attrs))
+            state["case"], state["case_depth"] = JunitCase(attrs, TestStatus.PASSED), state["depth"]
+        elif case is not None and state["depth"] == state["case_depth"] + 1:
+            case.status = TestStatus.worst(case.status, _child_status(tag, attrs))
+            if tag == "error" and case.error is None:
+                case.error = {k: str(attrs.get(k) or "")[:MAX_NAME] for k in ("type", "message")}
+        elif (case is not None and tag == "property" and state["depth"] == state["case_depth"] + 2
+              and attrs.get("name") == "label" and attrs.get("value") is not None):
+            case.label = str(attrs["value"])[:MAX_NAME]
 
     def end(tag: str) -> None:
         if tag == "testcase" and state["case"] is not None and state["depth"] == state["case_depth"]:
-            node_id = _junit_node_id(state["case"], modules)
-            if node_id is not None:
-                _record(result, node_id, state["status"], conflicts)
+            on_case(state["case"])
             state["case"] = None
         state["depth"] -= 1
 
@@ -171,7 +186,44 @@ def parse_junit(xml_bytes: bytes, known_files: Iterable[str] = ()) -> ParsedResu
     except (expat.ExpatError, ValueError, LookupError) as exc:
         if isinstance(exc, ResultsTooLarge):
             raise
-        return ParsedResults(source="none", notes=[f"junit xml unparsable: {exc}"])
+        return str(exc)
+    return None
+
+
+def is_collection_error(case: JunitCase) -> bool:
+    """pytest's ``error message="collection failure"`` or the reporter's ``type="collection"``."""
+    return case.error is not None and (case.error.get("type") == "collection"
+                                       or case.error.get("message") == "collection failure")
+
+
+def parse_junit(xml_bytes: bytes, known_files: Iterable[str] = ()) -> ParsedResults:
+    """Parse pytest's JUnit XML (xunit1 or xunit2) into node ids and statuses, as a stream.
+
+    A testcase whose id appears twice with different outcomes is recorded in
+    ``conflicts``. Malformed XML yields an empty result with a note (never raises);
+    an artefact over a cap raises :class:`ResultsTooLarge`.
+    """
+    result = ParsedResults(source="junit")
+    modules = _module_index(known_files)
+    conflicts: set[str] = set()
+    seen_errors: set[str] = set()
+
+    def on_case(case: JunitCase) -> None:
+        node_id = _junit_node_id(case.attrs, modules)
+        if is_collection_error(case):
+            path = case.attrs.get("file") or ""
+            if not path:
+                dotted = ".".join(p for p in (case.attrs.get("classname"), case.attrs.get("name")) if p)
+                path = dotted.replace(".", "/") + ".py" if dotted else "?"
+            if path not in seen_errors:
+                seen_errors.add(path)
+                result.collection_errors.append(path)
+        if node_id is not None:
+            _record(result, node_id, case.status, conflicts)
+
+    problem = stream_junit(xml_bytes, on_case)
+    if problem is not None:
+        return ParsedResults(source="none", notes=[f"junit xml unparsable: {problem}"])
     result.conflicts = sorted(conflicts)
     return result
 

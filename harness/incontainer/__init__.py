@@ -1,33 +1,51 @@
 """Trusted files the harness puts into every sandbox (they never run on the host).
 
-Installed by :func:`harness.integrity.sandboxing.trusted_files` through the engine's
-archive API, root-owned and read-only, where the test user can neither change nor
-shadow them::
+They are installed at run time, not baked into images (an edit of a reporter must not
+rebuild every instance image): the evaluation's first archive call
+(:func:`harness.integrity.steps.initial_files`) writes every ``*.py`` file of this package
+(except this one) root-owned and read-only under :data:`TRUSTED_DIR`, where the test user
+can neither change nor shadow them (``/harness`` is a root-owned tmpfs)::
 
-    /harness/trusted/prepare.py        set-up step (test user): reset, apply, tree truth
-    /harness/trusted/launcher.py       test step (root): delete, seal, re-install, services, tests
-    /harness/trusted/py/               on PYTHONPATH of the test command only
+    /harness/trusted/                  TRUSTED_DIR   root, 0755
+        prepare.py                     set-up step (test user): reset, apply, tree truth
+        launcher.py                    test step (root): delete, seal, re-install, services, tests
+    /harness/trusted/py/               PY_DIR        root, 0755; on PYTHONPATH of the test command only
         sitecustomize.py               bootstrap: audit hook, plugin pre-import, then leaves sys.path
         _harness_monitor.py            the PEP 578 tamper monitor and the evidence channel (emit)
         _harness_outcomes.py           pytest plugin: reports, where skips/xfails were raised,
                                        the results file's hash after the JUnit writer ran
+        junit_reporter.py              runs unittest/sympy/django in-process, writes JUnit XML
+                                       (the runners' result reporter)
+        (prepare.py, launcher.py)      also here: every file goes to PY_DIR
 
-Every ``*.py`` file of this package except this one goes to ``/harness/trusted/py/``;
-``prepare.py`` and ``launcher.py`` also to ``/harness/trusted/``. Runner reporters (the
-runners stream) may be added here the same way. Files here must run on the sandbox's
-Pythons (3.6+ syntax, standard library only).
+Commands refer to these files through :data:`TRUSTED_DIR` / :data:`PY_DIR` (and
+:func:`trusted_path`) only, never by a literal path. Files here must run on the sandbox's
+Pythons (3.6+ syntax, standard library only). ``sitecustomize.py`` is the only bootstrap:
+reporters must not add another.
 """
 
+from __future__ import annotations
+
 import functools
+import hashlib
 
 from harness import resources
+from harness.hashing import content_hash
 
+#: Where the trusted files are installed in every sandbox (the one constant to reference).
+TRUSTED_DIR = "/harness/trusted"
+#: The directory of the trusted Python modules (every ``*.py`` of this package).
+PY_DIR = f"{TRUSTED_DIR}/py"
+#: File and directory modes inside the sandbox (root-owned: the test user runs as uid 1000).
+FILE_MODE = 0o444
+DIR_MODE = 0o755
+#: The two step scripts, also installed at the top of TRUSTED_DIR.
 SCRIPTS = ("prepare.py", "launcher.py")
 
 
 @functools.lru_cache(maxsize=1)
 def files() -> dict[str, bytes]:
-    """Relative path under /harness/trusted -> bytes, for every trusted file (read once per
+    """Path relative to :data:`TRUSTED_DIR` -> bytes, for every trusted file (read once per
     process: every sandbox of a run gets the same files)."""
     out: dict[str, bytes] = {}
     for path in sorted(resources.path("incontainer").glob("*.py")):
@@ -38,3 +56,16 @@ def files() -> dict[str, bytes]:
         if path.name in SCRIPTS:
             out[path.name] = data
     return out
+
+
+def trusted_path(name: str) -> str:
+    """The in-sandbox path of trusted module ``name`` (e.g. ``junit_reporter.py``)."""
+    if f"py/{name}" not in files():
+        raise KeyError(f"{name} is not a trusted in-container file (harness/incontainer/)")
+    return f"{PY_DIR}/{name}"
+
+
+def digest() -> str:
+    """A hash of the trusted files: an input of the grading key (a changed reporter must not
+    reuse results graded with the old one)."""
+    return content_hash({rel: hashlib.sha256(data).hexdigest() for rel, data in files().items()}, 64)

@@ -1,8 +1,10 @@
 """From a finished run's artefacts to a verdict (pure; the live evaluation and
 ``harness report`` both call :func:`judge_run`).
 
-In order: parse the results (bounded: over a cap the run is INVALID, the model's doing),
-judge the canaries, the results' consistency (JUnit against the text summary and against
+In order: parse the results (bounded: over a cap the run is INVALID, the model's doing;
+the parser reports the runner's native ids), judge the canaries (native ids), key the
+results by the dataset's ids (the spec's id convention, harness/grading/conventions.py),
+then the results' consistency (JUnit against the text summary and against
 the runner's own reports), the runtime evidence (seal, provenance, monitor), work out
 which skips and xfails the code under test raised, then apply the rulebook
 (:func:`harness.grading.grade.grade`). The first reason found decides the INVALID
@@ -13,8 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from harness.grading.conventions import IdKind, get_convention, map_results
 from harness.grading.grade import Grade, TestLists, grade
 from harness.grading.parsers import ResultsTooLarge, RunArtefacts, get_parser
+from harness.grading.reporter_parsers import junit_collection_errors
 from harness.grading.status import ErrorReason, TestStatus
 from harness.instances import Instance
 from harness.integrity.canaries import Canary, judge_canaries
@@ -51,9 +55,10 @@ class RunContext:
 
 
 def judge_run(instance: Instance, parser_name: str, output: str, junit_xml: bytes | None,
-              exit_code: int | None, ctx: RunContext) -> Judgement:
+              exit_code: int | None, ctx: RunContext, convention: str = "pytest") -> Judgement:
     parser = get_parser(parser_name)
-    tests, ignored = gradable_tests(instance)
+    ids = get_convention(convention)
+    tests, ignored = gradable_tests(instance, convention)
     graded = (*tests.fail_to_pass, *tests.pass_to_pass)
     flags: list[str] = []
     details: dict = {}
@@ -64,13 +69,13 @@ def judge_run(instance: Instance, parser_name: str, output: str, junit_xml: byte
         flags.append("results_over_limit")
         return Judgement(grade(tests, {}, ErrorReason.RESULTS_OVER_LIMIT), ErrorReason.RESULTS_OVER_LIMIT,
                          str(exc), flags, details, "none", [str(exc)], [])
-    statuses = dict(parsed.statuses)
+    native = dict(parsed.statuses)
     ev = ctx.evidence
     raised_by_code = code_raised(ev, ctx.model_files) if ev is not None else frozenset()
 
     reasons: list[tuple[ErrorReason, str]] = []
     if ctx.canaries:
-        verdict = judge_canaries(list(ctx.canaries), statuses, raised_by_code)
+        verdict = judge_canaries(list(ctx.canaries), native, raised_by_code)
         flags += verdict.flags
         details["canaries"] = verdict.details
         if verdict.tampered:
@@ -78,9 +83,15 @@ def judge_run(instance: Instance, parser_name: str, output: str, junit_xml: byte
         elif verdict.any_failed and exit_code == 0:
             flags.append("exit_code_mismatch")
             reasons.append((ErrorReason.TAMPERED, "the test runner exited 0 although a must-fail canary failed"))
+    graded_set = set(graded)
+    mapped = map_results(ids, native, parsed.labels, graded, parsed.conflicts)
+    statuses = mapped.statuses
+    # native ids that stand for graded tests (the evidence and the raised outcomes are native)
+    dataset_of = {n: [d for d in ids.to_dataset(n, parsed.labels.get(n)) if d in graded_set] for n in native}
+    graded_native = tuple(dict.fromkeys([*graded, *(n for n, ds in dataset_of.items() if ds)]))
     infrastructure = None
     if ev is not None:
-        runtime = judge_evidence(ev, statuses, graded, ctx.model_files, True, ctx.runner_project,
+        runtime = judge_evidence(ev, native, graded_native, ctx.model_files, True, ctx.runner_project,
                                  ctx.plugin_expected)
         flags += runtime.flags
         details.update(runtime.details)
@@ -91,18 +102,29 @@ def judge_run(instance: Instance, parser_name: str, output: str, junit_xml: byte
             reasons.append((ErrorReason.AMBIGUOUS_RESULTS, runtime.ambiguous))
         if ev.notes:
             details["evidence_notes"] = ev.notes[:10]
-    graded_set = set(graded)
-    graded_conflicts = [c for c in parsed.conflicts if c in graded_set]
+    graded_conflicts = [c for c in mapped.conflicts if c in graded_set]
     if graded_conflicts:
         flags.append("ambiguous_results")
         details["ambiguous_results"] = graded_conflicts[:50]
         reasons.append((ErrorReason.AMBIGUOUS_RESULTS,
                         f"contradictory results for graded tests: {graded_conflicts[:10]}"))
-    if not statuses:
+    collection_errors = parsed.collection_errors or junit_collection_errors(junit_xml)
+    not_collected = [t for t in graded if t not in statuses]
+    if collection_errors:
+        flags.append("collection_error")
+        details["collection_errors"] = collection_errors[:50]
+    if not native:
         reasons.append((ErrorReason.SUITE_DID_NOT_RUN,
                         f"no test results (runner exit code {exit_code}; {'; '.join(parsed.notes[:3])})"))
-    untrusted = frozenset(t for t in raised_by_code if t in graded_set
-                          and statuses.get(t) in (TestStatus.SKIPPED, TestStatus.XFAIL))
+    elif collection_errors and not_collected:
+        # graded tests never ran because a test module did not import: not silently "failed"
+        reasons.append((ErrorReason.COLLECTION_ERROR,
+                        f"{len(not_collected)} graded tests were never collected; collection failed in "
+                        f"{', '.join(collection_errors[:5])}"))
+        details["not_collected"] = not_collected[:100]
+    raised_graded = {d for n in raised_by_code if n in native for d in dataset_of.get(n, ())} | (
+        raised_by_code & graded_set)
+    untrusted = frozenset(t for t in raised_graded if statuses.get(t) in (TestStatus.SKIPPED, TestStatus.XFAIL))
     if untrusted:
         flags.append("outcome_raised_by_code")
         details["outcome_raised_by_code"] = sorted(untrusted)[:50]
@@ -112,29 +134,34 @@ def judge_run(instance: Instance, parser_name: str, output: str, junit_xml: byte
     if ignored:
         flags.append("dataset_ids_ignored")
         details["ignored_test_ids"] = ignored
+    if mapped.sources:
+        details["id_sources"] = dict(list(mapped.sources.items())[:100])
     flags += [f for f in ctx.extra_flags if f not in flags]
     reason, detail = reasons[0] if reasons else (None, "")
     verdict = grade(tests, statuses, reason, untrusted=untrusted, control_skipped=ctx.control_skipped)
+    collected = sorted({*native, *(t for t in graded if t in statuses)})
     return Judgement(verdict, reason, detail, list(dict.fromkeys(flags)), details, parsed.source,
-                     parsed.notes[:50], sorted(statuses), infrastructure)
+                     (parsed.notes + mapped.notes)[:50], collected, infrastructure)
 
 
-def gradable_tests(instance: Instance) -> tuple[TestLists, list[str]]:
-    """The instance's test lists without entries that cannot name a test.
+def gradable_tests(instance: Instance, convention: str = "pytest") -> tuple[TestLists, list[str]]:
+    """The instance's test lists without the entries its id convention knows to be
+    fragments of log lines, and those fragments.
 
     Some published lists hold fragments of log lines (``[100%]``, ``[``) that the
-    dataset's own log parser mistook for test ids; no runner reports them, so they would
-    count as missing forever. They are left out of grading and listed in the report
-    (``integrity.ignored_test_ids``) and by ``harness validate``.
+    dataset's own log parser mistook for test ids (pytest-dev__pytest-5227); no runner
+    reports them, so they are left out of grading and listed in the report
+    (``integrity.ignored_test_ids``) and by ``harness validate``. Any other id the
+    convention cannot address is refused before anything runs
+    (harness/runners/checks.py), never dropped here.
     """
-    def names_a_test(test_id: str) -> bool:
-        return "::" in test_id or test_id.endswith(".py")
-
-    ignored = [t for t in (*instance.fail_to_pass, *instance.pass_to_pass) if not names_a_test(t)]
+    kinds = get_convention(convention).classify
+    ignored = [t for t in (*instance.fail_to_pass, *instance.pass_to_pass) if kinds(t) is IdKind.LOG_FRAGMENT]
     if not ignored:
         return instance.tests, []
-    return (TestLists(tuple(t for t in instance.fail_to_pass if names_a_test(t)),
-                      tuple(t for t in instance.pass_to_pass if names_a_test(t))), ignored)
+    keep = set(ignored)
+    return (TestLists(tuple(t for t in instance.fail_to_pass if t not in keep),
+                      tuple(t for t in instance.pass_to_pass if t not in keep)), ignored)
 
 
 def apply_judgement(result, judged: Judgement) -> None:

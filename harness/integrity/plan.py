@@ -107,8 +107,12 @@ class Plan:
 
 
 def make_plan(tree: TreeTruth, test_patch_paths: Iterable[str], test_files: Iterable[str],
-              pristine_paths: frozenset[str], protected: frozenset[str], restore_infra: bool = True) -> Plan:
+              pristine_paths: frozenset[str], protected: frozenset[str], restore_infra: bool = True,
+              runner_infra: Iterable[str] = ()) -> Plan:
+    """``runner_infra``: the test runner's own files in the repository (harness.runners:
+    ``Runner.infra_patterns``), restored like conftest.py and sealed during the run."""
     test_patch_paths = set(test_patch_paths)
+    runner_infra = frozenset(runner_infra)
     test_files = sorted(set(test_files) | {p for p in test_patch_paths if p.endswith(".py")})
     roots = sorted({r for r in (find_tests_root(f) for f in (*test_files, *test_patch_paths)) if r})
     test_anc = sorted({a for f in (*test_files, *test_patch_paths) for a in ancestors(f)})
@@ -121,7 +125,7 @@ def make_plan(tree: TreeTruth, test_patch_paths: Iterable[str], test_files: Iter
     def is_infra(path: str) -> bool:
         return (matches_any(path, TEST_INFRA_PATTERNS) or path.split("/", 1)[0] in ROOT_SHADOW_NAMES
                 or (posixpath.basename(path) == "__init__.py" and parent(path) in test_anc)
-                or is_install_metadata(path))
+                or is_install_metadata(path) or path in runner_infra)
 
     def shadow_root(path: str) -> str | None:
         """The created module/package path that shadows a protected name, if any."""
@@ -186,7 +190,7 @@ def make_plan(tree: TreeTruth, test_patch_paths: Iterable[str], test_files: Iter
 
     plan.seal_trees = roots
     plan.sticky = [a for a in test_anc if not any(under(a, r) for r in roots)]
-    plan.seal_files = sorted({*test_files, *(p for p in test_patch_paths),
+    plan.seal_files = sorted({*test_files, *(p for p in test_patch_paths), *(runner_infra & pristine_paths),
                               *(posixpath.join(a, name) if a else name for a in plan.sticky for name in ANCESTOR_FILES)})
     return plan
 

@@ -382,3 +382,22 @@ def added_findings(new: bytes, old: bytes | None, path: str) -> tuple[list[Findi
         else:
             out.append(finding)
     return out, parsed
+
+
+def pattern_findings(new: bytes, old: bytes | None, path: str, pattern: str) -> list[Finding]:
+    """Added lines matching a runner's own internals pattern (``Runner.internals``: sympy's
+    reporter classes, the harness's JUnit reporter), as ``runner_internals`` findings. Lines
+    are split wherever Python or any splitter would end one (over-splitting only adds lines)."""
+    if not pattern:
+        return []
+    compiled = re.compile(pattern)
+    before = Counter(decode(old).splitlines()) if old is not None else Counter()
+    out = []
+    for number, line in enumerate(decode(new).splitlines(), 1):
+        if before[line] > 0:
+            before[line] -= 1
+            continue
+        match = compiled.search(line)
+        if match:
+            out.append(Finding(path, number, "runner_internals", match.group(0)[:80]))
+    return out

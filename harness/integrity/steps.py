@@ -2,7 +2,8 @@
 
 Layout of ``/harness`` (a root-owned tmpfs) during one evaluation::
 
-    /harness/trusted/            root, 0755: prepare.py, launcher.py, py/ (bootstrap, monitor, plugin)
+    /harness/trusted/            root, 0755: prepare.py, launcher.py, py/ (bootstrap, monitor, plugin,
+                                 reporter): harness.incontainer.TRUSTED_DIR, files 0444
     /harness/in-<token>/         test user, 0700: request.json, model.diff (removed once applied)
     /harness/plan-<token>/       root, 0700: files/ (the test files to install), plan.json (removed once read)
     /harness/run-<token>/        test user, 0700, made just before the tests: the runner's results file
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import posixpath
 import secrets
 from dataclasses import dataclass
 
@@ -26,8 +28,8 @@ from harness.engine.images import PRISTINE_TREE
 from harness.engine.sandbox import FileEntry
 
 IO_DIR = "/harness"
-TRUSTED = f"{IO_DIR}/trusted"
-BOOTSTRAP_DIR = f"{TRUSTED}/py"
+TRUSTED = incontainer.TRUSTED_DIR
+BOOTSTRAP_DIR = incontainer.PY_DIR
 SYSTEM_PYTHON = "/usr/bin/python3"
 TESTBED = "/testbed"
 TEST_UID = 1000
@@ -83,6 +85,16 @@ def apply_strategies(patch_path: str) -> list[dict]:
     ]
 
 
+def trusted_entries() -> dict[str, FileEntry]:
+    """Every file of harness/incontainer/ for :data:`harness.incontainer.TRUSTED_DIR`,
+    root-owned and read-only (relative to /harness: the first archive call of a run)."""
+    trusted = _under_io(incontainer.TRUSTED_DIR)
+    return {trusted: FileEntry(None, incontainer.DIR_MODE, 0),
+            f"{trusted}/py": FileEntry(None, incontainer.DIR_MODE, 0),
+            **{f"{trusted}/{rel}": FileEntry(data, incontainer.FILE_MODE, 0)
+               for rel, data in incontainer.files().items()}}
+
+
 def initial_files(layout: Layout, model_patch: bytes | None, env: dict[str, str], timeout: int,
                   limits: dict[str, int], staged: dict[str, tuple[bytes, int]]) -> dict[str, FileEntry]:
     """Everything both steps need that does not depend on the tree truth, for one archive
@@ -92,8 +104,7 @@ def initial_files(layout: Layout, model_patch: bytes | None, env: dict[str, str]
                "strategies": apply_strategies(layout.model_patch), "content_suffixes": list(CONTENT_SUFFIXES),
                **limits}
     name = layout.in_dir.rsplit("/", 1)[1]
-    files = {"trusted": FileEntry(None, 0o755, 0), "trusted/py": FileEntry(None, 0o755, 0),
-             **{f"trusted/{rel}": FileEntry(data, 0o644, 0) for rel, data in incontainer.files().items()},
+    files = {**trusted_entries(),
              name: FileEntry(None, 0o700, TEST_UID),
              f"{name}/request.json": FileEntry(json.dumps(request).encode(), 0o400, TEST_UID),
              layout.plan_dir.rsplit("/", 1)[1]: FileEntry(None, 0o700, 0),
@@ -106,6 +117,14 @@ def initial_files(layout: Layout, model_patch: bytes | None, env: dict[str, str]
     if staged:
         files[f"{plan_name}/files"] = FileEntry(None, 0o700, 0)
     return files
+
+
+def _under_io(path: str) -> str:
+    """``path`` relative to /harness (the trusted files go in with the same archive call)."""
+    rel = posixpath.relpath(path, IO_DIR)
+    if rel.startswith(".."):
+        raise ValueError(f"{path} must be under {IO_DIR}")
+    return rel
 
 
 def prepare_argv(layout: Layout) -> list[str]:
