@@ -176,7 +176,7 @@ def decompose(report: dict) -> dict[str, float]:
     t = report["timings"]
     cmds = report["commands"]
     tests_cmd = sum(c["duration"] for c in cmds if c["phase"] == "tests")
-    if any(c["phase"] in EXEC_PHASES for c in cmds):
+    if any(c["phase"] == "launch" for c in cmds):  # the old harness had a "prepare" command (its mkdir) too
         execs = [c for c in cmds if c["phase"] in EXEC_PHASES]
         exec_time = sum(c["duration"] for c in execs)
     else:
