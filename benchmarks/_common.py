@@ -174,9 +174,10 @@ def run_cli(args: list[str], *, sample_every: float = 0.0, count_dir: Path | Non
             on_sample: Callable[[Sample], None] | None = None, checkout: Path | None = None) -> CliRun:
     """Run ``harness run ARGS --quiet`` in a subprocess; optionally sample its memory
     (and the number of finished instances under ``count_dir``) every ``sample_every`` s.
-    ``checkout``: run another checkout's harness (its directory first on PYTHONPATH)."""
+    ``checkout``: run another checkout's harness (its directory first on PYTHONPATH, its own
+    specs and demo set through HARNESS_DATA_DIR: this checkout's specs may use newer fields)."""
     argv = [sys.executable, "-m", "harness.cli", "run", *args, "--quiet"]
-    env = dict(os.environ, PYTHONPATH=str(checkout)) if checkout else None
+    env = dict(os.environ, PYTHONPATH=str(checkout), HARNESS_DATA_DIR=str(checkout)) if checkout else None
     tmp = Path(tempfile.mkdtemp(prefix="bench-cli-", dir=log_dir))
     out_path, err_path = tmp / "stdout.txt", tmp / "stderr.txt"
     samples: list[Sample] = []
