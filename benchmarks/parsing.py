@@ -33,6 +33,10 @@ start, cpu = time.monotonic(), time.process_time()
 try:
     if kind == "junit":
         result = parsers.parse_junit(data, ["tests/test_a.py"])
+    elif kind == "sympy":
+        import harness.grading.reporter_parsers  # registers the reporter's parsers
+        xml, _, text = data.partition(b"\n--SPLIT--\n")
+        result = parsers.get_parser("sympy")(parsers.RunArtefacts(output=text.decode(), junit_xml=xml))
     else:
         result = parsers.parse_pytest_text(data.decode(), graded)
     outcome = f"{len(result.statuses)} ids, {len(result.conflicts)} conflicts, notes {result.notes[:1]}"
@@ -62,6 +66,15 @@ def cases(directory: Path) -> dict[str, tuple[str, Path]]:
     big = '<testcase classname="tests.test_a" name="test_{i}_' + "x" * 8000 + '" file="tests/test_a.py"/>'
     out["junit: 8,000 test cases with 8,000-character names (~61 MiB, under the byte cap)"] = (
         "junit", "<testsuite>" + "".join(big.format(i=i) for i in range(7_900)) + "</testsuite>")
+    sympy_case = ('<testcase file="s/tests/test_a.py" classname="s.tests.test_a" name="test_{i}">'
+                  '<failure/></testcase>')
+    out["sympy: reporter XML of 60 MiB of empty elements"] = (
+        "sympy", "<testsuites>" + "<a/>" * (60 * 2**20 // 4) + "</testsuites>\n--SPLIT--\n")
+    out["sympy: 20k failing tests in the XML, 200k printed lines claiming them and 100k others ok"] = (
+        "sympy", "<testsuite>" + "".join(sympy_case.format(i=i) for i in range(20_000)) + "</testsuite>"
+        + "\n--SPLIT--\n" + "s/tests/test_a.py[20000] \n"
+        + "".join(f"test_{i % 20_000} ok\n" for i in range(200_000))
+        + "".join(f"test_other_{i} ok\n" for i in range(100_000)))
     written = {}
     for n, (name, (kind, text)) in enumerate(out.items()):
         path = directory / f"case-{n}"
@@ -84,11 +97,14 @@ def main(argv=None) -> int:
     p.add_argument("--before", type=Path, help="a checkout whose parsers to run side by side")
     p.add_argument("--limit", type=float, default=300)
     p.add_argument("--out", type=Path)
+    p.add_argument("--only", help="only the cases whose name starts with this (e.g. 'sympy')")
     args = p.parse_args(argv)
     machine = C.machine_info()
     rows, raw = [], {}
     with tempfile.TemporaryDirectory(prefix="harness-bench-parsing-") as tmp:
         for name, (kind, path) in cases(Path(tmp)).items():
+            if args.only and not name.startswith(args.only):
+                continue
             sides = {"now": run(C.PROJECT_ROOT, kind, path, args.limit)}
             if args.before:
                 sides["before"] = run(args.before.resolve(), kind, path, args.limit)
