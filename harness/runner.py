@@ -32,7 +32,7 @@ import docker
 from tenacity import (RetryCallState, Retrying, retry_if_exception, retry_if_exception_type, stop_after_attempt,
                       wait_exponential)
 
-from harness import __version__
+from harness import __version__, incontainer
 from harness.engine.images import ImageBuilder, ImageRef
 from harness.engine.sandbox import DockerBackend, Limits
 from harness.engine.client import engine_alive
@@ -76,7 +76,10 @@ class RunConfig:
     label: str | None = None
 
     def grading_key(self) -> str:
-        return content_hash({"eval": self.eval.as_dict(), "limits": self.limits.__dict__, "version": __version__})
+        # the trusted in-container files (the result reporter) are installed at run time, so
+        # they are an input of the grading, not of any image
+        return content_hash({"eval": self.eval.as_dict(), "limits": self.limits.__dict__, "version": __version__,
+                             "trusted_files": incontainer.digest()})
 
 
 @dataclass(frozen=True)
@@ -151,6 +154,10 @@ class Preparer:
 
     def prepare(self, instance: Instance) -> Prepared:
         spec = self.specs.get(instance.repo, instance.version)
+        from harness.runners.checks import instance_id_problem
+        problem = instance_id_problem(instance, spec.runner, spec.id_convention)
+        if problem is not None:
+            raise problem
         repo_path = self.repos.path_for(instance.repo)
         import git
         repo = git.Repo(repo_path)
@@ -418,9 +425,24 @@ def failure_result(task: Task, reason: ErrorReason, exc: BaseException, grading_
 
 def compare_with_control(result: InstanceResult, instance: Instance, control_dir: Path) -> None:
     """Flag a run that collected fewer of the graded tests than the reference-patch
-    control run of the same instance did (tests deleted, renamed or hidden)."""
+    control run of the same instance did (tests deleted, renamed or hidden); and a run
+    that failed the way the control failed is not charged to the model
+    (harness/grading/origins.py)."""
     control = load_report(Path(control_dir) / instance.instance_id / "report.json")
-    if control is None or not control.collected or result.status is InstanceStatus.INVALID:
+    if control is None:
+        return
+    from harness.grading.origins import same_failure_as_control
+    if same_failure_as_control(result.error_reason, control.error_reason,
+                               result.integrity_details.get("collection_errors", []),
+                               control.integrity_details.get("collection_errors", [])):
+        result.origin = "harness" if result.error_reason.origin != "harness" else None
+        result.integrity_flags.append("failed_like_control")
+        result.integrity_details["control_error_reason"] = control.error_reason.value
+        return
+    # an INVALID run's collected list means nothing, except when the reason is that graded
+    # tests were never collected (a test module stopped importing): compare that one too
+    collection_error = result.error_reason is ErrorReason.COLLECTION_ERROR
+    if not control.collected or (result.status is InstanceStatus.INVALID and not collection_error):
         return
     graded = {*instance.fail_to_pass, *instance.pass_to_pass}
     lost = sorted((graded & set(control.collected)) - set(result.collected))
