@@ -18,7 +18,10 @@ Run it with an interpreter that has ``swebench`` installed, never the project's 
 environment (it is not a dependency of the harness)::
 
     python3 -m venv /work/venvs/swebench && /work/venvs/swebench/bin/pip install swebench==5.0.2
-    /work/venvs/swebench/bin/python scripts/swebench_agreement.py RUN_DIR [RUN_DIR ...] [--json OUT]
+    /work/venvs/swebench/bin/python scripts/swebench_agreement.py RUN_DIR [RUN_DIR ...] [--json OUT] [--markdown]
+
+``--markdown`` also prints the per-instance table (ours / SWE-bench's verdict per run) of
+docs/REAL_INSTANCES.md.
 
 Exit status 0 when every graded instance agrees, 1 otherwise.
 """
@@ -66,8 +69,8 @@ def compare(run_dirs: list[Path]) -> dict:
                 differences += [f"{group} {t}: ours {'pass' if t in our_ok else 'fail'}, "
                                 f"SWE-bench {'pass' if t in their_ok else 'fail'}"
                                 for t in sorted(our_ok ^ their_ok)]
-            if ours["status"] == "INVALID":
-                outcome = "invalid"
+            if ours["status"] == "INVALID":  # we graded nothing: no per-test differences to show
+                outcome, differences = "invalid", []
             else:
                 outcome = "agree" if ours["status"] == theirs else "disagree"
             rows.append({"run": run_dir.name, "instance_id": ours["instance_id"], "ours": ours["status"],
@@ -80,10 +83,26 @@ def compare(run_dirs: list[Path]) -> dict:
             "rows": rows}
 
 
+def markdown_table(result: dict) -> str:
+    """One row per instance, one column per run: our verdict (with our reason when INVALID)
+    and SWE-bench's on the same output."""
+    runs = sorted({r["run"] for r in result["rows"]})
+    cells: dict[str, dict[str, str]] = {}
+    for row in result["rows"]:
+        ours = row["ours"] + (f" ({row['our_reason']})" if row["our_reason"] else "")
+        cells.setdefault(row["instance_id"], {})[row["run"]] = f"{ours} / {row['swebench'] or '-'}"
+    lines = ["| instance | " + " | ".join(f"{run}: ours / SWE-bench" for run in runs) + " |",
+             "|---|" + "---|" * len(runs)]
+    for iid in sorted(cells, key=lambda i: (i.rsplit("-", 1)[0], int(i.rsplit("-", 1)[1]) if i.rsplit("-", 1)[1].isdigit() else 0)):
+        lines.append(f"| {iid} | " + " | ".join(cells[iid].get(run, "") for run in runs) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", type=Path, help="run directories (a validate directory's gold-N/empty)")
     parser.add_argument("--json", type=Path, help="write the comparison here")
+    parser.add_argument("--markdown", action="store_true", help="print the per-instance table")
     args = parser.parse_args(argv)
     run_dirs = []
     for path in args.runs:  # a `harness validate` directory holds one run directory per repeat
@@ -100,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{' (' + row['our_reason'] + ')' if row['our_reason'] else ''}, SWE-bench {row['swebench']}")
             for line in row["differences"][:5]:
                 print(f"    {line}")
+    if args.markdown:
+        print(markdown_table(result))
     print(f"{result['evaluations']} evaluations: {result['agree']} agree, {result['disagree']} disagree, "
           f"{result['invalid']} not graded by us (INVALID); resolved or not: {result['resolved_agree']} agree")
     return 0 if result["disagree"] == 0 else 1

@@ -2,8 +2,8 @@
 
 Layout of ``/harness`` (a root-owned tmpfs) during one evaluation::
 
-    /harness/trusted/            root, 0755: prepare.py, launcher.py, py/ (bootstrap, monitor, plugin,
-                                 reporter): harness.incontainer.TRUSTED_DIR, files 0444
+    TRUSTED_DIR                  root, 0755 (harness.incontainer.TRUSTED_DIR, under /harness): prepare.py,
+                                 launcher.py, py/ (bootstrap, monitor, plugin, reporter), files 0444
     /harness/in-<token>/         test user, 0700: request.json, model.diff (removed once applied)
     /harness/plan-<token>/       root, 0700: files/ (the test files to install), plan.json (removed once read)
     /harness/run-<token>/        test user, 0700, made just before the tests: the runner's results file
