@@ -97,10 +97,51 @@ def _call_name(call: ast.Call) -> str:
     return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
 
 
+#: context managers whose body may stop early or swallow an AssertionError (an assert there
+#: may never run or never fail: a canary made from it could pass honestly)
+_GUARDING_CONTEXTS = frozenset({*_RAISES_CALLS, "assertRaisesMessage", "suppress", "warns", "deprecated_call",
+                                "catch_warnings", "assertWarns", "assertWarnsRegex", "ExceptionInfo"})
+
+
+def _straight_line(body: list) -> list[ast.stmt]:
+    """The statements of a test that run whenever it runs: its own body and the bodies of
+    ``with`` blocks that cannot stop early or swallow an error; never a branch, a loop,
+    a ``try``, a nested function or class, or anything after a ``return``/``raise``."""
+    out: list[ast.stmt] = []
+    for stmt in body:
+        if isinstance(stmt, (ast.Return, ast.Raise)):
+            break
+        if isinstance(stmt, ast.With):
+            calls = [item.context_expr for item in stmt.items]
+            if any(not isinstance(c, ast.Call) or _call_name(c) in _GUARDING_CONTEXTS for c in calls):
+                out.append(stmt)  # the with statement itself (its raises(...) item), not its body
+                continue
+            out.append(stmt)
+            out += _straight_line(stmt.body)
+            continue
+        out.append(stmt)
+    return out
+
+
+def _site_nodes(fn: ast.FunctionDef) -> list[ast.AST]:
+    """Nodes a mutation may touch: asserts and checking calls that always run, and the
+    ``raises(...)`` items of ``with`` statements that always run."""
+    nodes: list[ast.AST] = []
+    for stmt in _straight_line(fn.body):
+        if isinstance(stmt, ast.Assert):
+            nodes.append(stmt)
+        elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            nodes.append(stmt.value)
+        elif isinstance(stmt, ast.With):
+            nodes += [item.context_expr for item in stmt.items if isinstance(item.context_expr, ast.Call)]
+    return nodes
+
+
 def _mutation_sites(fn: ast.FunctionDef) -> list[tuple[str, ast.AST]]:
-    """(kind, node) pairs whose text can be changed so the test fails through its call."""
+    """(kind, node) pairs whose text can be changed so the test fails through its call
+    (only in statements that always run: :func:`_straight_line`)."""
     sites: list[tuple[str, ast.AST]] = []
-    for node in ast.walk(fn):
+    for node in _site_nodes(fn):
         if isinstance(node, ast.Assert) and isinstance(node.test, ast.Compare) and len(node.test.ops) == 1 \
                 and isinstance(node.test.ops[0], ast.Eq):
             for side in (node.test.comparators[0], node.test.left):
