@@ -165,7 +165,7 @@ def execute_run(args: argparse.Namespace, instances_path: Path, predictions_arg:
     from harness.paths import cache_root
     from harness.predictions import resolve_predictions
     from harness.repos import RepoResolver
-    from harness.report import summarise, write_json_atomic
+    from harness.report import summarise_run_directory, write_json_atomic
     from harness.runner import BatchRunner, Preparer, RunConfig, iter_tasks
     from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry
 
@@ -230,8 +230,7 @@ def execute_run(args: argparse.Namespace, instances_path: Path, predictions_arg:
         from harness.engine.inventory import prune_images
         prune_images(client, args.cache_level)
     all_ids = [i.instance_id for i in loaded.instances] + list(input_errors)
-    summary = summarise(run_id, model, all_ids, results, input_errors,
-                        empty_patch_ids=[t.instance.instance_id for t in tasks if t.prediction.is_empty])
+    summary = summarise_run_directory(run_id, model, paths.root, all_ids, results, input_errors)
     summary["no_prediction_ids"] = sorted(without)
     summary["instances_file"] = str(instances_path)
     summary["predictions"] = predictions_arg

@@ -218,6 +218,38 @@ def summarise(run_id: str, model: str, total_ids: Iterable[str], results: Iterab
     }
 
 
+def load_run_results(root: Path) -> list[InstanceResult]:
+    """Every graded result in a run directory (``<id>/report.json`` and
+    ``<id>/attempt-<n>/report.json``), whatever sitting wrote it; unreadable reports are
+    skipped (they are incomplete: report.json is written last)."""
+    found = []
+    for path in sorted([*Path(root).glob("*/report.json"), *Path(root).glob("*/attempt-*/report.json")]):
+        try:
+            found.append(InstanceResult.from_report(json.loads(path.read_text())))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return found
+
+
+def summarise_run_directory(run_id: str, model: str, root: Path, set_ids: Iterable[str],
+                            fresh: list[InstanceResult], input_errors: dict[str, str]) -> dict[str, Any]:
+    """``summary.json`` over every graded instance in the run directory (earlier sittings
+    included); ``this_invocation`` reports the subset just run."""
+    merged = {(r.instance_id, r.attempt): r for r in load_run_results(root)}
+    merged.update({(r.instance_id, r.attempt): r for r in fresh})
+    results = list(merged.values())
+    all_ids = sorted({*set_ids, *(r.instance_id for r in results)})
+    summary = summarise(run_id, model, all_ids, results, input_errors,
+                        empty_patch_ids=[r.instance_id for r in results if not r.patch_exists])
+    now = summarise(run_id, model, sorted(set(set_ids)), fresh, input_errors,
+                    empty_patch_ids=[r.instance_id for r in fresh if not r.patch_exists])
+    summary["this_invocation"] = {key: now[key] for key in (
+        "total_instances", "submitted_instances", "resolved_instances", "error_instances", "submitted_ids",
+        "resolved_ids", "unresolved_ids", "error_ids")}
+    summary["graded_in_directory"] = len(results)
+    return summary
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write JSON to a temporary file in the same directory, fsync, then rename."""
     write_text_atomic(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")

@@ -1,7 +1,9 @@
 """The batch: what to run, in which order, and where the results go.
 
-:class:`BatchRunner` turns (instances, predictions) into tasks, prepares each task's
-images (shared layers are built once, under locks), evaluates it with bounded retries for
+:class:`BatchRunner` turns (instances, predictions) into tasks, checks every task's
+repository up front (missing commits, objects and submodules are graded
+``repository_unavailable`` before anything is built), prepares each task's images
+(:mod:`harness.preparation`; shared layers are built once, under locks), evaluates it with bounded retries for
 infrastructure errors only, and writes every result atomically. *Where* a task runs is
 the :class:`Executor`'s business (threads on this machine here; a Ray executor spreading
 tasks over machines would implement the same protocol) and grading never depends on it.
@@ -23,7 +25,6 @@ from tenacity import (RetryCallState, Retrying, retry_if_exception, retry_if_exc
                       wait_exponential)
 
 from harness import __version__
-from harness.engine.images import ImageBuilder, ImageRef
 from harness.engine.sandbox import DockerBackend, Limits
 from harness.errors import ContainerDied, ImageBuildError, InfrastructureError, InputError, ServiceUnavailable
 from harness.evaluation import EvalConfig, Evaluation, Evaluator, exception_record
@@ -35,10 +36,10 @@ from harness.manifest import task_pins
 from harness.logs import get_logger
 from harness.paths import RunPaths
 from harness.predictions import Prediction
-from harness.repos import RepoResolver, RepositoryUnavailable, blob_mode, export_tree, read_blob, resolve_commit
+from harness.preparation import Prepared, Preparer
+from harness.repos import GitDir, RepositoryUnavailable, blob_mode, read_blob
 from harness.report import InstanceResult, write_json_atomic, write_text_atomic
-from harness.specs import EnvSpec, SpecRegistry
-from harness.wheelhouse import Wheelhouse
+from harness.specs import EnvSpec
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -86,73 +87,8 @@ class Task:
     prediction: Prediction
 
 
-@dataclass
-class Prepared:
-    spec: EnvSpec
-    image: ImageRef
-    env_image: ImageRef
-    tree_sha: str
-    repo_path: Path
-    protected_modules: frozenset[str] = frozenset()
-
-
-class Preparer:
-    """Spec → repository → one-commit export → wheelhouse → env image → instance image."""
-
-    def __init__(self, client: docker.DockerClient, specs: SpecRegistry, repos: RepoResolver,
-                 cache_dir: Path) -> None:
-        self.specs = specs
-        self.repos = repos
-        self.cache_dir = Path(cache_dir)
-        self.images = ImageBuilder(client, self.cache_dir)
-        self.wheelhouse = Wheelhouse(self.cache_dir, {p: self.images.bases.glibc.get(s, "2.17")
-                                                      for p, s in self.images.bases.python_suites.items()})
-
-    def prepare(self, instance: Instance) -> Prepared:
-        spec = self.specs.get(instance.repo, instance.version)
-        repo_path = self.repos.path_for(instance.repo)
-        import git
-        repo = git.Repo(repo_path)
-        try:
-            commit = resolve_commit(repo, instance.base_commit, instance.instance_id)
-            export_dir = self.cache_dir / "exports" / f"{instance.repo_dirname}-{commit}"
-            with file_lock(self.cache_dir / "locks", f"export-{instance.repo_dirname}-{commit}"):
-                marker = export_dir / ".git" / "HEAD"
-                if not marker.exists():
-                    exported = export_tree(repo, commit, export_dir)
-                    tree_sha = exported.tree_sha
-                else:
-                    tree_sha = repo.commit(commit).tree.hexsha
-        finally:
-            repo.close()
-        env_image, wheel_dir = self.environment(spec, export_dir if spec.install_requires_from_tree else None,
-                                                tree_sha)
-        image = self.images.instance(instance.instance_id, spec, env_image, export_dir, tree_sha)
-        return Prepared(spec, image, env_image, tree_sha, repo_path, protected_modules(wheel_dir))
-
-    def environment(self, spec: EnvSpec, tree: Path | None = None, tree_sha: str = "") -> ImageRef:
-        """The environment image: the spec's pins, plus (``install_requires_from_tree``)
-        the project's own install and build requirements read from the exported tree."""
-        requirements = list(spec.requirements)
-        # Installs run offline with --no-build-isolation: an old pip (bullseye's 20.3)
-        # cannot do that for pyproject projects, so current installer tools come along
-        # unless the spec pins them.
-        named = {re.split(r"[<>=!~ \[;]", r, maxsplit=1)[0].lower() for r in requirements}
-        requirements += [tool for tool in ("pip", "setuptools", "wheel") if tool not in named]
-        if tree is not None:
-            requirements += [r for r in build_requirements(tree) if r not in requirements]
-        house = self.wheelhouse.ensure(spec.python, requirements, build_sdists=self._build_sdists,
-                                       tree=tree, tree_key=tree_sha, env=spec.env_dict)
-        services = []
-        for svc in spec.services:
-            svc_house = self.wheelhouse.ensure(spec.python, list(svc.requirements), build_sdists=self._build_sdists)
-            services.append((svc, svc_house.lock_text, svc_house.wheel_dir))
-        return self.images.environment(spec, house.lock_text, house.wheel_dir, services), house.wheel_dir
-
-    def _build_sdists(self, python: str, sdist_dir: Path, wheel_dir: Path) -> None:
-        from harness.engine.builder import build_wheels
-        build_wheels(self.images, python, sdist_dir, wheel_dir)
-
+#: Files a result may leave beside report.json; all are removed before a new one is written.
+STALE_ARTEFACTS = ("test_output.txt", "results.xml", "build.log", "commands.json", "patch.diff", "instance.json")
 
 _PROTECTED_CACHE: dict[Path, frozenset[str]] = {}
 
@@ -176,22 +112,6 @@ def protected_modules(wheel_dir: Path) -> frozenset[str]:
                 continue
         _PROTECTED_CACHE[wheel_dir] = frozenset(n for n in names if n and not n.startswith("__"))
     return _PROTECTED_CACHE[wheel_dir]
-
-
-def build_requirements(tree: Path) -> list[str]:
-    """The build backend's requirements from ``pyproject.toml`` ([build-system].requires),
-    or setuptools and wheel for a legacy ``setup.py`` project: installs run with
-    ``--no-build-isolation`` (offline), so these must be in the environment."""
-    import tomllib
-    pyproject = Path(tree) / "pyproject.toml"
-    if pyproject.exists():
-        try:
-            requires = tomllib.loads(pyproject.read_text()).get("build-system", {}).get("requires")
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError):
-            requires = None
-        if isinstance(requires, list) and all(isinstance(r, str) for r in requires):
-            return [*requires, "wheel"] if not any(r.startswith("wheel") for r in requires) else list(requires)
-    return ["setuptools", "wheel"]
 
 
 class BatchRunner:
@@ -223,7 +143,8 @@ class BatchRunner:
                       else ErrorReason.MALFORMED_INSTANCE)
             return self._failed(task, reason, exc, started, log)
         except ImageBuildError as exc:
-            return self._failed(task, ErrorReason.ENVIRONMENT_BUILD_FAILED, exc, started, log, exc.log)
+            return self._failed(task, ErrorReason.ENVIRONMENT_BUILD_FAILED, exc, started, log, exc.log or "",
+                                log_path=getattr(exc, "log_path", None))
         except Exception as exc:  # a bug or an unexpected engine state: recorded, batch goes on
             return self._failed(task, ErrorReason.HARNESS_ERROR, exc, started, log)
         prep_seconds = time.monotonic() - started
@@ -243,7 +164,8 @@ class BatchRunner:
                              "message": str(exc)[:500] if exc else None})
             log.warning("instance.retry", attempt=state.attempt_number, error=str(exc)[:200])
 
-        pristine_repo = _PristineReader(prepared.repo_path, instance.base_commit)
+        pristine_repo = _PristineReader(prepared.export_path or prepared.repo_path,
+                                        "HEAD" if prepared.export_path else instance.base_commit)
         try:
             evaluation: Evaluation | None = None
             for attempt in Retrying(stop=stop_after_attempt(self.config.retries),
@@ -279,7 +201,9 @@ class BatchRunner:
         result.image = {"tag": prepared.image.tag, "id": prepared.image.image_id,
                         "inputs_hash": prepared.image.inputs_hash, "env_tag": prepared.env_image.tag,
                         "env_id": prepared.env_image.image_id, "tree_sha": prepared.tree_sha,
-                        "built": prepared.image.built, "build_seconds": round(prepared.image.build_seconds, 3)}
+                        "built": prepared.image.built, "build_seconds": round(prepared.image.build_seconds, 3),
+                        "interpreter": prepared.interpreter, "build_logs": prepared.build_logs,
+                        "prepare_seconds": prepared.timings, "submodules": prepared.submodules}
         result.checksums.update({k: v for k, v in self.cache_key(task, prepared).items() if k != "image_inputs"})
         if self.config.control_dir is not None:
             compare_with_control(result, instance, self.config.control_dir)
@@ -334,7 +258,7 @@ class BatchRunner:
         raise AssertionError("unreachable")
 
     def _failed(self, task: Task, reason: ErrorReason, exc: BaseException, started: float, log,
-                build_log: str = "", write: bool = True) -> InstanceResult:
+                build_log: str = "", write: bool = True, log_path: str | None = None) -> InstanceResult:
         instance, prediction = task.instance, task.prediction
         result = InstanceResult(
             instance_id=instance.instance_id, repo=instance.repo,
@@ -348,15 +272,23 @@ class BatchRunner:
         )
         if build_log:
             result.integrity_details["build_log_tail"] = build_log[-4000:]
+            result.image = {"build_log": log_path, "build_log_file": "build.log"}
         result.timings["wall"] = round(time.monotonic() - started, 4)
         log.error("instance.error", error_reason=reason.value, error=str(exc)[:300])
         if write:
-            self._write(task, result, None)
+            self._write(task, result, None, build_log=build_log)
         return result
 
-    def _write(self, task: Task, result: InstanceResult, evaluation: Evaluation | None) -> None:
+    def _write(self, task: Task, result: InstanceResult, evaluation: Evaluation | None,
+               build_log: str = "") -> None:
         directory = self.paths.instance_dir(task.instance.instance_id, task.prediction.attempt)
         directory.mkdir(parents=True, exist_ok=True)
+        # An earlier attempt's artefacts never stay beside the new report (report.json
+        # goes first, so a directory without it is incomplete whatever else it holds).
+        for stale in ("report.json", *STALE_ARTEFACTS):
+            (directory / stale).unlink(missing_ok=True)
+        if build_log:
+            write_text_atomic(directory / "build.log", build_log)
         write_text_atomic(directory / "patch.diff", task.prediction.model_patch or "")
         write_json_atomic(directory / "instance.json", task.instance.to_record())
         write_json_atomic(directory / "commands.json", [c.__dict__ for c in result.commands])
@@ -384,8 +316,20 @@ class BatchRunner:
         leftovers = self.backend.cleanup_run()
         if leftovers:
             get_logger(run_id=self.config.run_id).warning("run.cleaned_leftovers", containers=leftovers)
+        # Repositories first, for the whole set: a missing commit, object or submodule is
+        # graded before any image is built.
+        unavailable = self.preparer.check_repositories(list({t.instance.instance_id: t.instance
+                                                              for t in tasks}.values()))
+        runnable = []
+        for task in tasks:
+            exc = unavailable.get(task.instance.instance_id)
+            if exc is None:
+                runnable.append(task)
+                continue
+            log = get_logger(instance_id=task.instance.instance_id, run_id=self.config.run_id)
+            on_done(task, self._failed(task, ErrorReason.REPOSITORY_UNAVAILABLE, exc, time.monotonic(), log))
         try:
-            self.executor.run(tasks, self.evaluate, on_done)
+            self.executor.run(runnable, self.evaluate, on_done)
         finally:
             self.backend.cleanup_run()
         order = {(t.instance.instance_id, t.prediction.attempt): i for i, t in enumerate(tasks)}
@@ -413,11 +357,11 @@ def _retryable_preparation(exc: BaseException) -> bool:
 
 
 class _PristineReader:
-    """Reads base-commit files from the host's source repository (the pristine copy)."""
+    """Reads base-commit files from the one-commit export (``HEAD``; submodule content
+    included), or from the source repository at the base commit."""
 
     def __init__(self, repo_path: Path, commit: str) -> None:
-        import git
-        self._repo = git.Repo(repo_path)
+        self._repo = GitDir(repo_path)
         self._commit = commit
         self._lock = threading.Lock()
 
@@ -429,7 +373,7 @@ class _PristineReader:
             return data, blob_mode(self._repo, self._commit, path) or 0o100644
 
     def close(self) -> None:
-        self._repo.close()
+        pass
 
 
 def load_report(path: Path) -> InstanceResult | None:

@@ -49,6 +49,7 @@ class ErrorReason(str, enum.Enum):
     SERVICE_UNAVAILABLE = "service_unavailable"
     REPOSITORY_UNAVAILABLE = "repository_unavailable"
     HARNESS_ERROR = "harness_error"
+    REBUILD_FAILED = "rebuild_failed"
 
     @property
     def origin(self) -> str:
@@ -71,4 +72,5 @@ _ORIGIN = {
     ErrorReason.SERVICE_UNAVAILABLE: "harness",
     ErrorReason.REPOSITORY_UNAVAILABLE: "harness",
     ErrorReason.HARNESS_ERROR: "harness",
+    ErrorReason.REBUILD_FAILED: "model",
 }

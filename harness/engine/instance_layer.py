@@ -1,0 +1,162 @@
+"""The instance layer: the exported one-commit repository, installed.
+
+Identical content shares one image whatever the instance id: the tag is
+``harness-inst:<repo>-<hash>`` where the hash covers the environment image, the tree
+hash, the install steps, the spec's environment variables and the compiler mode.
+
+Without install steps the layer is the tree alone (``ADD testbed.tar``). With them, the
+install runs in a network-less *build container* of the environment image (plus the
+compiler layer when the spec asks for one), with a compiler cache mounted from the host
+(``<cache>/ccache/<interpreter>``; ccache keys on the preprocessed source and the
+compiler's content, so instances of a version reuse each other's compilation). The
+result — the whole tree after the install at ``/opt/harness/testbed`` (build artefacts
+included, so a later rebuild is incremental) and the files the install added to the
+virtual environment — is copied out as one tar and added in one layer on top of the
+environment image (``compiler: none|build``) or of the environment with the compiler
+(``compiler: keep``). The test image of ``build`` therefore never holds the compiler.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shlex
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+from docker.types import Mount
+
+from harness.engine.images import (IMAGE_FORMAT, LABEL_PREFIX, PRISTINE_TREE, VENV, ImageBuilder, ImageRef,
+                                   _tag_safe, _tree_tarinfo)
+from harness.errors import ImageBuildError
+from harness.hashing import content_hash
+from harness.locks import file_lock
+from harness.specs import EnvSpec
+
+INSTALL_TIMEOUT = 3600
+CCACHE = "/opt/harness/ccache"
+STAMP = "/opt/harness/.install-stamp"
+CCACHE_ENV = {"CCACHE_DIR": CCACHE, "CCACHE_COMPILERCHECK": "content", "CCACHE_NOHASHDIR": "1",
+              "CCACHE_SLOPPINESS": "time_macros,include_file_mtime,include_file_ctime,file_stat_matches",
+              "CCACHE_MAXSIZE": "4G", "CCACHE_UMASK": "002"}
+
+
+def install_script(spec: EnvSpec) -> str:
+    """The install, run as root in the build container (the tree is at /testbed there,
+    where containers see their working copy). A failing step names itself."""
+    writes = [f"mkdir -p \"$(dirname {shlex.quote(path)})\" && printf %s {shlex.quote(content)} > {shlex.quote(path)}"
+              for path, content in spec.setup_files]
+    steps = [*spec.pre_install, spec.install] if spec.install else [*spec.pre_install]
+    lines = ["set -eE", "trap 'echo \"harness: install step failed (exit $?): $BASH_COMMAND\" >&2' ERR",
+             "cd /testbed", *writes, *steps]
+    return "\n".join(lines) + "\n"
+
+
+def build_instance(images: ImageBuilder, name_hint: str, spec: EnvSpec, env: ImageRef, tree_dir: Path,
+                   tree_sha: str, *, compiler_env: ImageRef | None = None, ccache_key: str = "") -> ImageRef:
+    """The instance image for ``tree_dir`` on ``env``. ``compiler_env`` is the
+    environment with the compiler (required when ``spec.compiler`` is not "none")."""
+    script = install_script(spec)
+    has_install = bool(spec.install or spec.pre_install or spec.setup_files)
+    if spec.compiler != "none" and compiler_env is None:
+        raise ImageBuildError(f"spec {spec.repo}@{spec.version} asks for a compiler but none was prepared")
+    final_parent = compiler_env if spec.compiler == "keep" else env
+    env_lines = "".join(f"ENV {k}={json.dumps(v)}\n" for k, v in spec.env)
+    inputs = {"format": IMAGE_FORMAT, "env": env.image_id, "parent": final_parent.image_id, "tree": tree_sha,
+              "script": content_hash(script, 64), "env_vars": dict(spec.env), "compiler": spec.compiler,
+              "build_parent": compiler_env.image_id if (compiler_env and spec.compiler != "none") else None}
+    inputs_hash = content_hash(inputs)
+    tag = f"harness-inst:{_tag_safe(name_hint)[:60]}-{inputs_hash}"
+
+    def build() -> None:
+        labels = images._labels("inst", inputs_hash, inputs)
+        labels[f"{LABEL_PREFIX}.tree-sha"] = tree_sha
+        labels[f"{LABEL_PREFIX}.compiler"] = spec.compiler
+        with tempfile.TemporaryDirectory(prefix="harness-ctx-") as tmp:
+            tree_tar = Path(tmp) / "testbed.tar"
+            with tarfile.open(tree_tar, "w") as tar:
+                tar.add(str(tree_dir), arcname=".", filter=_tree_tarinfo)
+            if not has_install:
+                dockerfile = f"FROM {final_parent.tag}\n{env_lines}ADD testbed.tar {PRISTINE_TREE}/\nWORKDIR /testbed\n"
+                images.docker_build(tag, dockerfile, {"testbed.tar": tree_tar}, labels)
+                return
+            build_parent = compiler_env if spec.compiler != "none" else env
+            delta = Path(tmp) / "delta.tar"
+            log = _install_in_container(images, build_parent, spec, tree_tar, script, delta, ccache_key)
+            dockerfile = f"FROM {final_parent.tag}\n{env_lines}ADD delta.tar /\nWORKDIR /testbed\n"
+            images.docker_build(tag, dockerfile, {"delta.tar": delta}, labels)
+            path = images.log_path(tag)
+            path.write_text(f"# install script\n{script}\n# install output\n{log}\n\n" + path.read_text())
+
+    return images._cached(tag, "inst", inputs_hash, build)
+
+
+def _install_in_container(images: ImageBuilder, parent: ImageRef, spec: EnvSpec, tree_tar: Path, script: str,
+                          delta: Path, ccache_key: str) -> str:
+    client = images.client
+    mounts = []
+    env = {**dict(spec.env), "HOME": "/tmp", "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    if spec.compiler != "none":
+        host_cache = images.cache_dir / "ccache" / (ccache_key or "default")
+        host_cache.mkdir(parents=True, exist_ok=True)
+        mounts.append(Mount(target=CCACHE, source=str(host_cache), type="bind"))
+        env.update(CCACHE_ENV)
+        env["PATH"] = f"/usr/lib/ccache:{VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    container = client.containers.create(parent.tag, command=["sleep", "infinity"], network_mode="none",
+                                         user="0:0", working_dir="/", environment=env, mounts=mounts,
+                                         labels={"org.harness.owner": "harness-builder"})
+    started = time.monotonic()
+    try:
+        container.start()
+        container.exec_run(["mkdir", "-p", PRISTINE_TREE])
+        with open(tree_tar, "rb") as handle:
+            container.put_archive(PRISTINE_TREE, handle)
+        container.put_archive("/opt/harness", _one_file("install.sh", script.encode()))
+        prepare = (f"touch {STAMP}; rm -rf /testbed; cp -a {PRISTINE_TREE} /testbed")
+        collect = (f"cd /; rm -rf {PRISTINE_TREE}; mv /testbed {PRISTINE_TREE}; mkdir /testbed; "
+                   f"chown -R {images.bases.uid}:{images.bases.uid} {PRISTINE_TREE} /testbed; "
+                   f"tar -cf /tmp/delta.tar {PRISTINE_TREE.lstrip('/')}; "
+                   f"find {VENV.lstrip('/')} -newer {STAMP} ! -type d -print0 > /tmp/venv.list; "
+                   "if [ -s /tmp/venv.list ]; then tar -rf /tmp/delta.tar --null --no-recursion -T /tmp/venv.list; fi")
+        code, output = container.exec_run(["/usr/bin/timeout", str(INSTALL_TIMEOUT), "/bin/bash", "-c",
+                                           f"{prepare} && bash /opt/harness/install.sh"], workdir="/")
+        log = output.decode(errors="replace")
+        if code != 0:
+            from harness.requirements import failing_package
+            failed = [l for l in log.splitlines() if l.startswith("harness: install step failed")]
+            step = failed[-1].split(": ", 2)[-1] if failed else "(see the log)"
+            package = failing_package(log) or spec.repo
+            raise ImageBuildError(f"installing {spec.repo}@{spec.version} failed (exit {code}) at package "
+                                  f"{package}; command: {step}", log=log)
+        code, output = container.exec_run(["/bin/bash", "-c", collect], workdir="/")
+        if code != 0:
+            raise ImageBuildError(f"collecting the installed tree failed: {output.decode(errors='replace')[-2000:]}")
+        bits, _ = container.get_archive("/tmp/delta.tar")
+        with tempfile.TemporaryFile() as outer:
+            for chunk in bits:
+                outer.write(chunk)
+            outer.seek(0)
+            with tarfile.open(fileobj=outer) as tar:
+                member = tar.getmembers()[0]
+                source = tar.extractfile(member)
+                with open(delta, "wb") as handle:
+                    while True:
+                        block = source.read(1 << 20)
+                        if not block:
+                            break
+                        handle.write(block)
+        return log + f"\n# install and collect: {time.monotonic() - started:.1f} s\n"
+    finally:
+        container.remove(force=True, v=True)
+
+
+def _one_file(name: str, data: bytes) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        info.mode = 0o755
+        tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
