@@ -39,7 +39,7 @@ from harness.repos import (GitDir, RepoResolver, RepositoryUnavailable, check_ob
                            github_repo_name, missing_objects)
 from harness.requirements import Req, TargetPython, installer_pins, tree_requirements
 from harness.specs import EnvSpec, SpecRegistry
-from harness.wheelhouse import LockedWheelhouse, Target, Wheelhouse
+from harness.wheelhouse import LocalProject, LockedWheelhouse, Target, Wheelhouse
 
 #: Root-level files of a tree that decide what its build backend reports as requirements
 #: (with the requirements/ directory and the spec's set-up steps: the metadata cache key).
@@ -131,8 +131,8 @@ class Preparer:
         interpreter = self.images.interpreter(spec.python, spec.interpreter, spec.apt_packages)
         timings["interpreter"] = time.monotonic() - t
         t = time.monotonic()
-        requirements, tools = self.requirement_set(spec, interpreter, export_dir)
-        house = self._lock(interpreter, requirements, tools, spec)
+        requirements, tools, local = self.requirement_set(spec, interpreter, export_dir)
+        house = self._lock(interpreter, requirements, tools, spec, local)
         services = []
         for svc in spec.services:
             svc_reqs = [*tools, *(Req(r, f"service {svc.name} requirements ({spec.source})")
@@ -161,8 +161,8 @@ class Preparer:
     def environment(self, spec: EnvSpec, tree: Path | None = None) -> tuple[ImageRef, Path]:
         """The environment image of ``spec`` (tree requirements read from ``tree``)."""
         interpreter = self.images.interpreter(spec.python, spec.interpreter, spec.apt_packages)
-        requirements, tools = self.requirement_set(spec, interpreter, tree)
-        house = self._lock(interpreter, requirements, tools, spec)
+        requirements, tools, local = self.requirement_set(spec, interpreter, tree)
+        house = self._lock(interpreter, requirements, tools, spec, local)
         return self.images.environment(spec, interpreter, house.lock_text, house.wheel_dir), house.wheel_dir
 
     def _export(self, instance: Instance, spec: EnvSpec, repo_path: Path) -> tuple[Path, str, list]:
@@ -199,15 +199,18 @@ class Preparer:
         return source
 
     # ------------------------------------------------------------------ requirements
-    def requirement_set(self, spec: EnvSpec, interpreter: Interpreter, tree: Path | None) -> tuple[list[Req], list[Req]]:
-        """(every requirement of the environment with its origin, the installer pins)."""
+    def requirement_set(self, spec: EnvSpec, interpreter: Interpreter, tree: Path | None
+                        ) -> tuple[list[Req], list[Req], LocalProject | None]:
+        """(every requirement of the environment with its origin, the installer pins, the
+        tree as the resolver sees it)."""
         defaults_origin = f"images/bases.yaml installer for Python {spec.python}"
         try:
             tools = installer_pins(self.images.bases.installer.get(spec.python, ()) if not spec.installer else (),
                                    spec.installer, spec.requirements, defaults_origin, spec.source)
         except ValueError as exc:
             raise InputError(str(exc), source=spec.source, field="installer") from None
-        requirements = [*tools, *(Req(r, f"spec requirements ({spec.source})") for r in spec.requirements)]
+        requirements = [*tools, *(Req(r, f"spec requirements ({spec.source})") for r in spec.requirements
+                                  if r not in {t.text for t in tools})]
         build: list[Req] = []
         backend, backend_path = "setuptools.build_meta:__legacy__", ""
         if spec.build_requires is not None:
@@ -217,6 +220,7 @@ class Preparer:
             if spec.build_requires is None:
                 build = [Req(r, "tree [build-system] requires (pyproject.toml)") for r in declared]
         requirements += build  # a conflict with a spec pin is reported with both origins
+        local = None
         if tree is not None and spec.install_requires_from_tree:
             tools_for_build = [*tools, *build]
             meta = self._tree_metadata(spec, interpreter, tree, tools_for_build, tools, backend, backend_path)
@@ -224,12 +228,16 @@ class Preparer:
             for line in tree_requirements(list(meta["requires_dist"]), spec.install_extras, target, meta["name"]):
                 requirements.append(Req(line, f"tree metadata Requires-Dist of {meta['name']} {meta['version']}"
                                               f"{' [' + ','.join(spec.install_extras) + ']' if spec.install_extras else ''}"))
-        return requirements, tools
+            if meta["name"]:
+                local = LocalProject(meta["name"], public_version(meta["version"]),
+                                     tuple(r for r in meta["requires_dist"] if "extra" not in r))
+        return requirements, tools, local
 
     def _lock(self, interpreter: Interpreter, requirements: list[Req], tools: list[Req],
-              spec: EnvSpec) -> LockedWheelhouse:
+              spec: EnvSpec, local: LocalProject | None = None) -> LockedWheelhouse:
         target = Target(interpreter.version, self.images.bases.glibc.get(interpreter.suite, "2.17"))
-        return self.wheelhouse.lock(target, requirements, tools, Builder(self.images, interpreter), spec.env_dict)
+        return self.wheelhouse.lock(target, requirements, tools, Builder(self.images, interpreter), spec.env_dict,
+                                    local, spec.resolve_as_of)
 
     def _tree_metadata(self, spec: EnvSpec, interpreter: Interpreter, tree: Path, build: list[Req],
                        tools: list[Req], backend: str, backend_path: str) -> dict:
@@ -251,6 +259,21 @@ class Preparer:
         cached.with_suffix(".log").write_text(meta.log)
         cached.write_text(json.dumps(data, indent=1))
         return data
+
+
+def public_version(version: str) -> str:
+    """``5.0.0b1.dev20220101+g1234`` → ``5.0.0b1`` (what dependents' specifiers compare)."""
+    from packaging.version import InvalidVersion, Version
+    try:
+        parsed = Version(version)
+    except InvalidVersion:
+        import re
+        match = re.match(r"\d+(\.\d+)*", version)
+        return match.group(0) if match else "0"
+    text = parsed.base_version
+    if parsed.pre:
+        text += "".join(map(str, parsed.pre))
+    return text
 
 
 def read_build_system(tree: Path) -> tuple[list[str], str, str]:

@@ -44,18 +44,21 @@ class Req:
 def installer_pins(defaults: tuple[str, ...], spec_installer: tuple[str, ...], spec_requirements: tuple[str, ...],
                    defaults_origin: str, spec_origin: str) -> list[Req]:
     """pip, setuptools and wheel, each exactly pinned: the spec's ``installer`` wins over
-    the base defaults, and an exact pin among the spec's requirements wins over both
-    (it stays in the requirements, so it is not repeated here)."""
+    the base defaults, and an exact pin among the spec's requirements wins over both.
+    These are also the tools every sdist and tree is built with."""
     chosen: dict[str, Req] = {}
     for pin in defaults:
         chosen[requirement_name(pin)] = Req(pin, f"installer pins ({defaults_origin})")
     for pin in spec_installer:
         chosen[requirement_name(pin)] = Req(pin, f"spec installer ({spec_origin})")
-    pinned_in_requirements = {requirement_name(r) for r in spec_requirements if "==" in r}
-    missing = [tool for tool in INSTALLER_TOOLS if tool not in chosen and tool not in pinned_in_requirements]
+    for requirement in spec_requirements:
+        name = requirement_name(requirement)
+        if name in INSTALLER_TOOLS and re.match(r"^[A-Za-z0-9._-]+\s*==\s*[^,;\s]+\s*$", requirement):
+            chosen[name] = Req(requirement, f"spec requirements ({spec_origin})")
+    missing = [tool for tool in INSTALLER_TOOLS if tool not in chosen]
     if missing:
         raise ValueError(f"no pin for {', '.join(missing)} (set the spec's `installer`)")
-    return [req for name, req in chosen.items() if name not in pinned_in_requirements]
+    return [chosen[tool] for tool in INSTALLER_TOOLS]
 
 
 @dataclass(frozen=True)
@@ -140,7 +143,7 @@ def explain_conflict(resolver_output: str, requirements: list[Req]) -> list[str]
 
 _UV_PACKAGE = re.compile(r"Because (?:only )?(?:the following versions of )?([A-Za-z0-9][A-Za-z0-9._-]*)")
 _SDIST_ONLY = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.+!_-]+) has no usable wheels")
-_SDIST_ONLY_ANY = re.compile(r"(?:all versions of|only) ([A-Za-z0-9][A-Za-z0-9._-]*)[^\n]*?has no usable wheels")
+_SDIST_ONLY_ANY = re.compile(r"(?:all versions of|only) ([A-Za-z0-9][A-Za-z0-9._-]*)[^\n]*?ha(?:s|ve) no usable wheels")
 
 
 def needs_building(resolver_output: str) -> tuple[list[tuple[str, str]], list[str]]:

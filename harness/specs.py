@@ -11,7 +11,8 @@ Environment fields (see :class:`EnvSpec`): ``python`` and optionally ``interpret
 setuptools and wheel pins; default: bases.yaml's for the Python), ``requirements``,
 ``install_requires_from_tree`` with ``install_extras``, ``build_requires`` (replaces the
 tree's ``[build-system] requires``), ``compiler`` (``none``/``build``/``keep``),
-``submodules`` (path → OWNER/NAME of the repository providing a submodule's content).
+``submodules`` (path → OWNER/NAME of the repository providing a submodule's content),
+``resolve_as_of`` (a date: unpinned requirements resolve as the index was then).
 Example::
 
     repo: pallets/flask
@@ -50,7 +51,7 @@ _FIELDS = {
     "install", "reinstall_after_patch", "reinstall", "test_cmd", "parser", "env", "services",
     "timeout", "test_directives", "setup_files", "runner_internals_allowed",
     "interpreter", "installer", "build_requires", "install_extras", "compiler", "reinstall_timeout",
-    "compiled_sources", "submodules",
+    "compiled_sources", "submodules", "resolve_as_of",
 }
 #: Fields that are lists of strings: a version entry may extend them with ``<name>+``.
 _LIST_FIELDS = {"apt_packages", "requirements", "pre_install", "installer", "build_requires", "install_extras",
@@ -180,6 +181,8 @@ class EnvSpec:
     reinstall_timeout: int = 900
     compiled_sources: tuple[str, ...] = DEFAULT_COMPILED_SOURCES
     submodules: tuple[tuple[str, str], ...] = ()
+    #: resolve unpinned requirements as the index was on this date (``uv --exclude-newer``)
+    resolve_as_of: str = ""
     #: the file and entry this spec came from (named in errors; not part of the checksum)
     source: str = field(default="", compare=False)
 
@@ -376,6 +379,9 @@ def _build(repo: str, version: str, merged: dict, source: str) -> EnvSpec:
     for path, name in submodules:
         if not re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", name):
             raise fail(f"submodules.{path}", f"{name!r} is not OWNER/NAME")
+    as_of = merged.get("resolve_as_of") or ""
+    if not isinstance(as_of, str) or (as_of and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", as_of)):
+        raise fail("resolve_as_of", "must be a date YYYY-MM-DD (quote it in YAML)")
     installer = str_list("installer")
     for pin in installer:
         if not re.fullmatch(r"(pip|setuptools|wheel)==[A-Za-z0-9_.+!-]+", pin):
@@ -395,5 +401,5 @@ def _build(repo: str, version: str, merged: dict, source: str) -> EnvSpec:
         interpreter=interpreter, installer=installer, build_requires=build_requires,
         install_extras=str_list("install_extras"), compiler=compiler, reinstall_timeout=reinstall_timeout,
         compiled_sources=str_list("compiled_sources") if merged.get("compiled_sources") else DEFAULT_COMPILED_SOURCES,
-        submodules=submodules, source=source,
+        submodules=submodules, resolve_as_of=as_of, source=source,
     )

@@ -8,7 +8,7 @@ same shares one resolution and one lock.
 
 Resolution runs ``uv pip compile --no-build`` for the target (``--python-version X.Y.Z
 --python-platform x86_64-manylinux_2_NN``): nothing is ever built on the host. When the
-resolver says a pinned package has no wheel, its sdist is downloaded (PyPI's JSON API,
+resolver says a pinned package has no wheel, its sdist is downloaded (the index's simple API,
 digest checked) and built into a wheel in the network-less builder of the target
 interpreter with the set's own build tools (:mod:`harness.engine.builder`); the built
 wheels are offered to the resolver (``--find-links``) and resolution is repeated. A
@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -50,10 +51,11 @@ from harness.locks import file_lock
 from harness.requirements import (Req, explain_conflict, failing_package, needs_building, normalise,
                                   requirement_name, resolver_summary)
 
-FORMAT = 3
+FORMAT = 4
 #: The newest manylinux_2_<minor> that uv's --python-platform accepts.
 UV_NEWEST_GLIBC_MINOR = 40
-PYPI_JSON = os.environ.get("HARNESS_PYPI_JSON", "https://pypi.org/pypi")
+SIMPLE_INDEX = os.environ.get("HARNESS_SIMPLE_INDEX", "https://pypi.org/simple").rstrip("/")
+SDIST_EXTENSIONS = (".tar.gz", ".zip", ".tar.bz2", ".tgz")
 MAX_BUILD_ROUNDS = 4
 
 
@@ -79,6 +81,32 @@ class Target:
         major, minor = (int(x) for x in self.glibc.split("."))
         tags = [f"manylinux_{major}_{m}_x86_64" for m in range(minor, 16, -1)]
         return tags + ["manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64", "linux_x86_64"]
+
+
+@dataclass(frozen=True)
+class LocalProject:
+    """The tree itself, as the resolver sees it: its name, public version and
+    Requires-Dist. It takes part in resolution (so a dependency that requires the
+    project, e.g. ``sphinxcontrib-applehelp`` → ``Sphinx>=5``, is checked against the
+    tree instead of pulling the project from the index) and is never locked: the tree
+    is installed from itself."""
+
+    name: str
+    version: str
+    requires_dist: tuple[str, ...] = ()
+
+    def stub_wheel(self, directory: Path) -> Path:
+        """A metadata-only wheel of the project for ``--find-links``."""
+        dist = f"{re.sub(r'[-.]+', '_', self.name)}-{self.version}"
+        path = directory / f"{dist}-py2.py3-none-any.whl"
+        metadata = (f"Metadata-Version: 2.1\nName: {self.name}\nVersion: {self.version}\n"
+                    + "".join(f"Requires-Dist: {r}\n" for r in self.requires_dist))
+        with zipfile.ZipFile(path, "w") as archive:
+            archive.writestr(f"{dist}.dist-info/METADATA", metadata)
+            archive.writestr(f"{dist}.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: harness\n"
+                                                        "Root-Is-Purelib: true\nTag: py2-none-any\nTag: py3-none-any\n")
+            archive.writestr(f"{dist}.dist-info/RECORD", "")
+        return path
 
 
 @dataclass(frozen=True)
@@ -110,15 +138,19 @@ class Wheelhouse:
         self.root = Path(cache_dir) / "wheelhouse"
         self.lock_dir = Path(cache_dir) / "locks"
 
-    def key(self, target: Target, requirements: list[Req]) -> str:
-        return content_hash({"format": FORMAT, "python": target.version, "glibc": target.glibc,
-                             "requirements": sorted({r.text for r in requirements})})
+    def key(self, target: Target, requirements: list[Req], local: LocalProject | None = None,
+            as_of: str = "") -> str:
+        return content_hash({"format": FORMAT, "python": target.version, "glibc": target.glibc, "as_of": as_of,
+                             "requirements": sorted({r.text for r in requirements}),
+                             "local": [local.name, local.version, sorted(local.requires_dist)] if local else None})
 
     def lock(self, target: Target, requirements: list[Req], tools: list[Req],
-             builder: SdistBuilder | None = None, env: dict[str, str] | None = None) -> LockedWheelhouse:
+             builder: SdistBuilder | None = None, env: dict[str, str] | None = None,
+             local: LocalProject | None = None, as_of: str = "") -> LockedWheelhouse:
         """Resolve, download (building sdists in ``builder`` with ``tools``) and lock
-        ``requirements`` for ``target``. Cached by the requirement set."""
-        key = self.key(target, requirements)
+        ``requirements`` for ``target`` (with ``local``, the tree, taking part in the
+        resolution but not in the lock). Cached by the requirement set."""
+        key = self.key(target, requirements, local, as_of)
         directory = self.root / f"{target.version}-{key}"
         with file_lock(self.lock_dir, f"wheelhouse-{target.version}-{key}"):
             if (directory / "COMPLETE").exists():
@@ -128,7 +160,7 @@ class Wheelhouse:
             self.root.mkdir(parents=True, exist_ok=True)
             tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.root))
             try:
-                self._populate(tmp, target, requirements, tools, builder, env)
+                self._populate(tmp, target, requirements, tools, builder, env, local, as_of)
                 tmp.rename(directory)
             except BaseException as exc:
                 if isinstance(exc, ImageBuildError):
@@ -144,19 +176,42 @@ class Wheelhouse:
 
     # ------------------------------------------------------------------ population
     def _populate(self, directory: Path, target: Target, requirements: list[Req], tools: list[Req],
-                  builder: SdistBuilder | None, env: dict[str, str] | None) -> None:
+                  builder: SdistBuilder | None, env: dict[str, str] | None, local: LocalProject | None,
+                  as_of: str = "") -> None:
         wheels = directory / "wheels"
         built = directory / "built"
+        stubs = directory / "local"
         wheels.mkdir(parents=True)
         built.mkdir()
+        stubs.mkdir()
+        asked = [r.text for r in requirements]
+        if local is not None:
+            local.stub_wheel(stubs)
+            asked.append(f"{local.name}=={local.version}")
         log = directory / "resolver.log"
         (directory / "requirements.in").write_text("".join(f"{r.text}    # {r.origin}\n" for r in requirements))
         (directory / "origins.json").write_text(json.dumps([[r.text, r.origin] for r in requirements], indent=1))
+        skipped: set[tuple[str, str]] = set()
         for _ in range(MAX_BUILD_ROUNDS):
-            ok, output = self._resolve(target, [r.text for r in requirements], built, log)
+            ok, output = self._resolve(target, asked, [built, stubs], log, as_of)
             if ok:
-                pins = output
-                break
+                # --no-build hides releases that exist only as sources: where the newest
+                # release of a pinned package is one, build it so the resolver can choose
+                # it as it would with builds allowed.
+                exact = {requirement_name(r) for r in asked if re.match(r"^[A-Za-z0-9._-]+(\[[^]]*\])?\s*==", r)}
+                todo = [(n, v) for n, v in newer_sdist_only([p for p in output if requirement_name(p) not in exact],
+                                                            target, as_of, log)
+                        if not _has_wheel(built, n, v) and (n, v) not in skipped]
+                if not todo or builder is None:
+                    pins = output
+                    break
+                try:
+                    self._build_sdists(directory, target, todo, tools, builder, env, log, as_of)
+                except ImageBuildError as exc:
+                    skipped.update(todo)
+                    with log.open("a") as handle:
+                        handle.write(f"# newer source-only releases not used (their build failed): {todo}: {exc}\n")
+                continue
             exact, loose = needs_building(output)
             todo = [(name, version) for name, version in exact if not _has_wheel(built, name, version)]
             if not todo:
@@ -164,10 +219,12 @@ class Wheelhouse:
             if builder is None:
                 raise ImageBuildError(f"{', '.join(f'{n}=={v}' for n, v in todo)} has no wheel for Python "
                                       f"{target.version} and no builder is available", log=output)
-            self._build_sdists(directory, target, todo, tools, builder, env, log)
+            self._build_sdists(directory, target, todo, tools, builder, env, log, as_of)
         else:
             raise ImageBuildError(f"resolution for Python {target.version} still needs sdists built after "
                                   f"{MAX_BUILD_ROUNDS} rounds", log=log.read_text())
+        if local is not None:
+            pins = [p for p in pins if normalise(p.partition("==")[0]) != normalise(local.name)]
         (directory / "pins.txt").write_text("".join(p + "\n" for p in pins))
         for wheel in built.glob("*.whl"):
             shutil.copy2(wheel, wheels / wheel.name)
@@ -184,14 +241,19 @@ class Wheelhouse:
         (directory / "requirements.lock").write_text("".join(line + "\n" for line in lines))
         (directory / "COMPLETE").write_text("ok\n")
 
-    def _resolve(self, target: Target, requirements: list[str], built: Path, log: Path) -> tuple[bool, list | str]:
+    def _resolve(self, target: Target, requirements: list[str], links: list[Path], log: Path,
+                 as_of: str = "") -> tuple[bool, list | str]:
         if not requirements:
             return True, []
         major, minor = (int(x) for x in target.glibc.split("."))
         glibc = f"{major}_{min(minor, UV_NEWEST_GLIBC_MINOR)}"
         cmd = [_uv(), "pip", "compile", "-", "--python-version", target.version,
                "--python-platform", f"x86_64-manylinux_{glibc}", "--no-header", "--no-annotate", "--no-config",
-               "--no-build", "--no-python-downloads", "--find-links", str(built), "--color", "never"]
+               "--no-build", "--no-python-downloads", "--color", "never"]
+        for link in links:
+            cmd += ["--find-links", str(link)]
+        if as_of:
+            cmd += ["--exclude-newer", f"{as_of}T00:00:00Z"]
         proc = subprocess.run(cmd, input="\n".join(requirements) + "\n", capture_output=True, text=True,
                               env={**os.environ, "UV_NO_PROGRESS": "1"})
         with log.open("a") as handle:
@@ -221,7 +283,7 @@ class Wheelhouse:
         raise ImageBuildError(message, log=output)
 
     def _build_sdists(self, directory: Path, target: Target, todo: list[tuple[str, str]], tools: list[Req],
-                      builder: SdistBuilder, env: dict[str, str] | None, log: Path) -> None:
+                      builder: SdistBuilder, env: dict[str, str] | None, log: Path, as_of: str = "") -> None:
         sdists_dir = directory / "sdists"
         sdists_dir.mkdir(exist_ok=True)
         sdists = [download_sdist(name, version, sdists_dir, log) for name, version in todo]
@@ -232,7 +294,7 @@ class Wheelhouse:
         if any(requirement_name(r.text) in {n for n, _ in todo} for r in tool_reqs):
             raise ImageBuildError(f"the build tools themselves need building from source for Python "
                                   f"{target.version} ({', '.join(n for n, _ in todo)}): pin wheels instead")
-        tool_house = self.lock(target, tool_reqs, tools, builder, env)
+        tool_house = self.lock(target, tool_reqs, tools, builder, env, as_of=as_of)
         output = builder.build_wheels(sdists, tool_house.wheel_dir, tool_house.lock_text, directory / "built", env)
         with log.open("a") as handle:
             handle.write(f"# built from sdists: {', '.join(p.name for p in sdists)}\n{output}\n\n")
@@ -280,31 +342,135 @@ def _has_wheel(directory: Path, name: str, version: str) -> bool:
 
 
 def download_sdist(name: str, version: str, dest: Path, log: Path) -> Path:
-    """The sdist of ``name==version`` from PyPI's JSON API, its sha256 checked."""
-    url = f"{PYPI_JSON}/{name}/{version}/json"
+    """The sdist of ``name==version`` from the index's simple API (PEP 691 JSON), its
+    sha256 checked against the index's."""
+    url = f"{SIMPLE_INDEX}/{normalise(name)}/"
+    request = urllib.request.Request(url, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
     try:
-        with urllib.request.urlopen(url, timeout=60) as response:
+        with urllib.request.urlopen(request, timeout=60) as response:
             data = json.load(response)
-    except OSError as exc:
+    except (OSError, ValueError) as exc:
         raise ImageBuildError(f"looking up the sdist of {name}=={version} failed ({url}): {exc}") from None
-    sdists = [u for u in data.get("urls", []) if u.get("packagetype") == "sdist"]
-    if not sdists:
-        raise ImageBuildError(f"{name}=={version} has neither a wheel for the target nor an sdist on PyPI")
-    chosen = sdists[0]
+    chosen = None
+    for entry in data.get("files", []):
+        filename = entry.get("filename", "")
+        stem = next((filename[:-len(ext)] for ext in SDIST_EXTENSIONS if filename.endswith(ext)), None)
+        if stem is None or "-" not in stem:
+            continue
+        file_name, _, file_version = stem.rpartition("-")
+        if normalise(file_name) == normalise(name) and file_version == version and not entry.get("yanked"):
+            chosen = entry
+            break
+    if chosen is None:
+        raise ImageBuildError(f"{name}=={version} has neither a wheel for the target nor an sdist on the index "
+                              f"({url})")
     target = dest / chosen["filename"]
     try:
         with urllib.request.urlopen(chosen["url"], timeout=300) as response, open(target, "wb") as handle:
             shutil.copyfileobj(response, handle)
     except OSError as exc:
         raise ImageBuildError(f"downloading the sdist of {name}=={version} failed: {exc}") from None
-    expected = chosen.get("digests", {}).get("sha256")
+    expected = (chosen.get("hashes") or {}).get("sha256")
     got = file_sha256(target)
     if expected and got != expected:
         target.unlink()
-        raise ImageBuildError(f"sdist of {name}=={version}: sha256 {got} != PyPI's {expected}")
+        raise ImageBuildError(f"sdist of {name}=={version}: sha256 {got} != the index's {expected}")
     with log.open("a") as handle:
         handle.write(f"# sdist {name}=={version}: {chosen['url']} sha256={got}\n")
     return target
+
+
+def index_project(name: str) -> dict:
+    """The index's simple-API JSON of a project (memoised for the process)."""
+    key = normalise(name)
+    if key not in _INDEX_CACHE:
+        request = urllib.request.Request(f"{SIMPLE_INDEX}/{key}/",
+                                         headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                _INDEX_CACHE[key] = json.load(response)
+        except (OSError, ValueError):
+            _INDEX_CACHE[key] = {}
+    return _INDEX_CACHE[key]
+
+
+_INDEX_CACHE: dict[str, dict] = {}
+
+
+def newer_sdist_only(pins: list[str], target: Target, as_of: str, log: Path) -> list[tuple[str, str]]:
+    """Pinned packages whose newest final release (uploaded before ``as_of``, allowing
+    the target Python) has no wheel the target could use: ``(name, that version)``."""
+    from concurrent.futures import ThreadPoolExecutor
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    def check(pin: str) -> tuple[str, str] | None:
+        name, _, pinned = pin.partition("==")
+        files = index_project(name).get("files", [])
+        releases: dict[Version, list[dict]] = {}
+        for entry in files:
+            if entry.get("yanked") or (as_of and (entry.get("upload-time") or "9999") >= as_of):
+                continue
+            version = _file_version(entry.get("filename", ""), name)
+            try:
+                parsed = Version(version) if version else None
+            except InvalidVersion:
+                parsed = None
+            if parsed is None or parsed.is_prerelease or parsed.is_devrelease:
+                continue
+            releases.setdefault(parsed, []).append(entry)
+        try:
+            current = Version(pinned)
+        except InvalidVersion:
+            return None
+        newer = sorted((v for v in releases if v > current), reverse=True)
+        if not newer:
+            return None
+        newest, entries = newer[0], releases[newer[0]]
+        requires = next((e.get("requires-python") for e in entries if e.get("requires-python")), None)
+        try:
+            if requires and target.version not in SpecifierSet(requires):
+                return None
+        except InvalidSpecifier:
+            return None
+        if any(_wheel_fits(e.get("filename", ""), target) for e in entries):
+            return None
+        if not any(e.get("filename", "").endswith(SDIST_EXTENSIONS) for e in entries):
+            return None
+        return normalise(name), str(newest)
+
+    with ThreadPoolExecutor(8) as pool:
+        found = [r for r in pool.map(check, pins) if r]
+    if found:
+        with log.open("a") as handle:
+            handle.write(f"# newest releases that exist only as sources (built in the builder): {found}\n")
+    return found
+
+
+def _file_version(filename: str, name: str) -> str | None:
+    if filename.endswith(".whl"):
+        parts = filename.split("-")
+        return parts[1] if len(parts) >= 5 else None
+    stem = next((filename[:-len(ext)] for ext in SDIST_EXTENSIONS if filename.endswith(ext)), None)
+    if stem is None or "-" not in stem:
+        return None
+    file_name, _, version = stem.rpartition("-")
+    return version if normalise(file_name) == normalise(name) else None
+
+
+def _wheel_fits(filename: str, target: Target) -> bool:
+    """A loose check that a wheel could serve the target (CPython X.Y, Linux x86_64)."""
+    if not filename.endswith(".whl"):
+        return False
+    parts = filename[:-4].split("-")
+    if len(parts) < 5:
+        return False
+    pythons, abis, platforms = parts[-3].split("."), parts[-2].split("."), parts[-1].split(".")
+    nodot = target.minor.replace(".", "")
+    python_ok = any(p in ("py3", "py2.py3", f"cp{nodot}", f"py{nodot}") or p.startswith("py3") for p in pythons) \
+        or (any(p.startswith("cp3") for p in pythons) and "abi3" in abis)
+    platform_ok = any(p == "any" or ("linux" in p and "x86_64" in p) for p in platforms)
+    return python_ok and platform_ok
 
 
 def sdist_build_requires(sdist: Path) -> list[str]:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up harness on a fresh Debian machine and leave a Docker engine answering:
-#   1. as root, install Debian's docker.io, mmdebstrap, git and python3-venv when absent;
+#   1. as root, install Debian's docker.io, mmdebstrap, git, python3-venv and docker-registry when absent;
 #   2. create .venv and install the harness (with its test extras) into it;
 #   3. start dockerd if nothing answers (stale pid files cleared) and wait for it.
 # Idempotent: a second run changes nothing and takes seconds.
@@ -12,6 +12,8 @@ command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
 command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
 command -v git >/dev/null 2>&1 || need+=(git)
 command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
+# a real local registry for the registry-image interpreter source's tests (started by the tests)
+command -v docker-registry >/dev/null 2>&1 || need+=(docker-registry)
 python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
 if ((${#need[@]})); then
   if [ "$(id -u)" != 0 ]; then
