@@ -11,8 +11,9 @@ The requirement set is assembled with each line's origin (:mod:`harness.requirem
   ``install_requires_from_tree``) the tree's ``[build-system] requires``; installs run
   offline with ``--no-build-isolation``, so these go into the environment;
 * the tree's own requirements (``install_requires_from_tree``; with ``install_extras``)
-  — read by the tree's build backend inside the builder, after the spec's set-up steps,
-  cached by the content of the tree's root-level packaging files.
+  — read as data when declared (:mod:`harness.treemeta`), else by the tree's build
+  backend inside the builder after the spec's set-up steps, cached by the content of the
+  files a backend reads for it.
 
 Identical sets share one wheelhouse, one lock and one environment image whatever the
 tree; identical trees and specs share one instance image whatever the instance id.
@@ -20,7 +21,6 @@ tree; identical trees and specs share one instance image whatever the instance i
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 import tomllib
@@ -39,11 +39,8 @@ from harness.repos import (GitDir, RepoResolver, RepositoryUnavailable, check_ob
                            github_repo_name, missing_objects)
 from harness.requirements import Req, TargetPython, installer_pins, tree_requirements
 from harness.specs import EnvSpec, SpecRegistry
+from harness.treemeta import metadata_inputs_digest, static_metadata
 from harness.wheelhouse import LocalProject, LockedWheelhouse, Target, Wheelhouse
-
-#: Root-level files of a tree that decide what its build backend reports as requirements
-#: (with the requirements/ directory and the spec's set-up steps: the metadata cache key).
-METADATA_DIRS = ("requirements",)
 
 
 @dataclass
@@ -243,8 +240,13 @@ class Preparer:
                        tools: list[Req], backend: str, backend_path: str) -> dict:
         prepare = [*(f"mkdir -p \"$(dirname '{p}')\" && cat > '{p}' <<'HARNESS_EOF'\n{c}\nHARNESS_EOF"
                      for p, c in spec.setup_files), *spec.pre_install]
+        if not prepare:  # declared as data: nothing to run (set-up steps may rewrite it)
+            declared = static_metadata(tree, spec.env_dict)
+            if declared is not None:
+                return {"name": declared.name, "version": declared.version,
+                        "requires_dist": list(declared.requires_dist), "extras": [], "backend": declared.source}
         build_house = self._lock(interpreter, build, tools, spec)
-        key = content_hash({"files": packaging_files_digest(tree), "prepare": prepare, "env": spec.env,
+        key = content_hash({"files": metadata_inputs_digest(tree), "prepare": prepare, "env": spec.env,
                             "lock": content_hash(build_house.lock_text, 64), "backend": [backend, backend_path],
                             "python": interpreter.version})
         cached = self.cache_dir / "tree-metadata" / f"{key}.json"
@@ -293,18 +295,3 @@ def read_build_system(tree: Path) -> tuple[list[str], str, str]:
     backend = system.get("build-backend") or "setuptools.build_meta:__legacy__"
     paths = system.get("backend-path") or []
     return list(requires), str(backend), ":".join(str(p) for p in paths)
-
-
-def packaging_files_digest(tree: Path) -> str:
-    """A digest of what a build backend reads to report requirements: the tree's
-    root-level files and its ``requirements/`` directory."""
-    digest = hashlib.sha256()
-    tree = Path(tree)
-    paths = [p for p in sorted(tree.iterdir()) if p.is_file() and not p.is_symlink()]
-    for name in METADATA_DIRS:
-        if (tree / name).is_dir():
-            paths += sorted(p for p in (tree / name).rglob("*") if p.is_file())
-    for path in paths:
-        digest.update(path.relative_to(tree).as_posix().encode() + b"\0")
-        digest.update(hashlib.sha256(path.read_bytes()).digest())
-    return digest.hexdigest()[:32]

@@ -153,3 +153,33 @@ def test_the_tree_takes_part_in_resolution_as_a_metadata_only_wheel(tmp_path):
     with zipfile.ZipFile(wheel) as archive:
         metadata = archive.read("Sphinx-3.1.0.dist-info/METADATA").decode()
     assert "Requires-Dist: docutils>=0.12" in metadata and "Version: 3.1.0" in metadata
+
+
+# ------------------------------------------------------------------ declared tree metadata
+
+def test_declared_requirements_are_read_as_data(tmp_path):
+    from harness.treemeta import static_metadata
+    (tmp_path / "setup.py").write_text("from setuptools import setup\nsetup(use_scm_version=True)\n")
+    (tmp_path / "setup.cfg").write_text(
+        "[metadata]\nname = pkg\n\n[options]\ninstall_requires =\n    numpy >= 1.17  # comment\n"
+        "    tomli; python_version < '3.11'\n\n[options.extras_require]\ntest =\n    pytest\n")
+    meta = static_metadata(tmp_path, {"SETUPTOOLS_SCM_PRETEND_VERSION": "1.2.3"})
+    assert (meta.name, meta.version, meta.source) == ("pkg", "1.2.3", "setup.cfg [options]")
+    assert meta.requires_dist == ("numpy >= 1.17", "tomli; python_version < '3.11'", 'pytest; extra == "test"')
+    # a setup.py that passes requirements itself must be run by its backend, not read
+    (tmp_path / "setup.py").write_text("setup(install_requires=compute())\n")
+    assert static_metadata(tmp_path) is None
+
+
+def test_pyproject_project_table_and_literal_versions(tmp_path):
+    from harness.treemeta import static_metadata
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "Tiny-Pkg"\ndynamic = ["version"]\ndependencies = ["attrs>=20"]\n'
+        '[project.optional-dependencies]\ndev = ["pytest; python_version >= \'3.8\'"]\n')
+    (tmp_path / "tiny_pkg").mkdir()
+    (tmp_path / "tiny_pkg" / "__init__.py").write_text('__version__ = "0.4.1"\nimport os  # never run\n')
+    meta = static_metadata(tmp_path)
+    assert (meta.name, meta.version) == ("Tiny-Pkg", "0.4.1")
+    assert meta.requires_dist == ("attrs>=20", "pytest; (python_version >= '3.8') and extra == \"dev\"")
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\ndynamic = ["dependencies"]\n')
+    assert static_metadata(tmp_path) is None
