@@ -1,0 +1,179 @@
+"""Cold cost of a *further* instance of a version, before and after issue 10, side by side.
+
+For each subject — pylint 2.15 (4 Lite instances), pytest 5.4 (4; its spec reads its
+requirements from the tree) and astropy 5.1 (2; compiled extensions) — both harnesses
+prepare the same instances one ``harness run`` at a time, in a fresh cache directory each:
+the first instance pays for the version (wheelhouse, environment), every further one pays
+what a new instance of an already-built version costs. Reported: the runner's
+``timings.prepare_images`` of each run (everything before the container starts: export,
+requirements, wheelhouse, images), its median over the further instances, and the ratio.
+
+*before* is the harness at ``--before`` (default 7351ccb, main before issue 10), run from a
+plain copy of that revision (``git archive``) with old-format specs (generated here: the old harness cannot
+express build requirement overrides or compilers as layers, so its specs pin what the new
+ones derive); *after* is this checkout with the project's specs. Each side's specs carry a
+random ``HARNESS_BENCH_SALT`` environment variable, so no instance image built earlier is
+reused (environment images may be: the further instances are what is measured). The
+subjects alternate which side goes first.
+
+    .venv/bin/python benchmarks/further_instance.py [--subjects pylint pytest astropy] \\
+        [--before 7351ccb] [--repos-dir /work/repos] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common as C  # noqa: E402
+
+LITE = C.PROJECT_ROOT.parent / "shared" / "swebench" / "lite-test.jsonl"
+SUBJECTS = {
+    "pylint": ("pylint-dev/pylint", ["pylint-dev__pylint-7080", "pylint-dev__pylint-7114",
+                                     "pylint-dev__pylint-7228", "pylint-dev__pylint-7993"]),
+    "pytest": ("pytest-dev/pytest", ["pytest-dev__pytest-7168", "pytest-dev__pytest-7220",
+                                     "pytest-dev__pytest-7373", "pytest-dev__pytest-7432"]),
+    "astropy": ("astropy/astropy", ["astropy__astropy-14182", "astropy__astropy-14365"]),
+}
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--subjects", nargs="+", default=list(SUBJECTS), choices=list(SUBJECTS))
+    p.add_argument("--before", default="7351ccb", help="git revision of the harness before the change")
+    p.add_argument("--repos-dir", type=Path, default=Path("/work/repos"))
+    p.add_argument("--instances", type=Path, default=LITE)
+    p.add_argument("--work-dir", type=Path, help="where caches, runs and the old worktree go (default: a temp dir)")
+    p.add_argument("--out", type=Path, help="raw JSON (default benchmarks/results/further_instance.json)")
+    return p.parse_args(argv)
+
+
+def old_spec(subject: str, after_specs: Path, before_tree: Path) -> dict:
+    """An old-format spec (issue-10 fields removed; their effect pinned or spelled out)."""
+    if subject == "pytest":
+        return yaml.safe_load((before_tree / "images" / "specs" / "pytest-dev__pytest.yaml").read_text())
+    new = yaml.safe_load((after_specs / f"{SUBJECTS[subject][0].replace('/', '__')}.yaml").read_text())
+    version = {"pylint": "2.15", "astropy": "5.1"}[subject]
+    merged = {**new["defaults"], **new["versions"][version]}
+    installer = merged.pop("installer")
+    requirements = [*merged.get("requirements", []), *installer]
+    if subject == "pylint":
+        # the old harness adds the tree's build requirements (setuptools~=62.6, wheel~=0.37.1)
+        # silently: pin the tools to agree with them
+        requirements = [r for r in requirements if not r.startswith(("setuptools==", "wheel=="))]
+        requirements += ["setuptools==62.6.0", "wheel==0.37.1"]
+        fields = {"install_requires_from_tree": True}
+    else:
+        # the tree's build requirements (oldest-supported-numpy) would conflict: pin everything,
+        # read nothing from the tree, and get the compiler through apt_packages (a second base)
+        requirements += [r for r in merged["build_requires"] if r not in requirements]
+        requirements += ["pytest-astropy==0.10.0"]
+        fields = {"install_requires_from_tree": False, "apt_packages": ["build-essential", "python3-dev"]}
+    spec = {"python": merged["python"], "requirements": sorted(set(requirements)), "install": merged["install"],
+            "test_cmd": merged["test_cmd"], "parser": "pytest", "env": dict(merged.get("env") or {}), **fields}
+    return {"repo": new["repo"], "defaults": spec, "versions": {version: {}}}
+
+
+def salted(spec: dict, salt: str) -> dict:
+    spec = json.loads(json.dumps(spec))
+    defaults = spec.setdefault("defaults", {})
+    defaults["env"] = {**(defaults.get("env") or {}), "HARNESS_BENCH_SALT": salt}
+    return {k: v for k, v in spec.items() if not str(k).startswith("x-")}
+
+
+def run_one(side_root: Path, python_path: Path | None, instances: Path, iid: str, run_id: str, cache: Path,
+            specs: Path, repos_dir: Path) -> dict:
+    argv = [sys.executable, "-m", "harness.cli", "run", "--instances", str(instances), "--instance-ids", iid,
+            "--predictions", "gold", "--run-id", run_id, "--output-dir", str(side_root / "runs"),
+            "--cache-dir", str(cache), "--specs", str(specs), "--repos-dir", str(repos_dir), "--no-clone", "--quiet"]
+    env = dict(os.environ)
+    if python_path is not None:
+        env["PYTHONPATH"] = str(python_path)
+    started = time.monotonic()
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=str(python_path or C.PROJECT_ROOT))
+    elapsed = time.monotonic() - started
+    report_path = side_root / "runs" / run_id / iid / "report.json"
+    report = json.loads(report_path.read_text()) if report_path.exists() else {}
+    return {"instance": iid, "exit": proc.returncode, "elapsed": round(elapsed, 2),
+            "prepare_images": (report.get("timings") or {}).get("prepare_images"),
+            "status": report.get("status"), "error": (report.get("error_detail") or "")[:400],
+            "breakdown": (report.get("image") or {}).get("prepare_seconds"),
+            "stderr": proc.stderr[-600:] if proc.returncode else ""}
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    machine = C.machine_info()
+    work = args.work_dir or Path(tempfile.mkdtemp(prefix="bench-further-"))
+    work.mkdir(parents=True, exist_ok=True)
+    before_tree = work / "before-tree"
+    if not before_tree.exists():  # a plain copy of the old tree (no worktree metadata in the shared .git)
+        before_tree.mkdir(parents=True)
+        archive = subprocess.run(["git", "-C", str(C.PROJECT_ROOT), "archive", args.before], check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(before_tree)], input=archive, check=True)
+    after_specs = C.PROJECT_ROOT / "images" / "specs"
+    results: dict = {"machine": machine, "command": C.command_line(), "before": args.before, "subjects": {}}
+    for index, subject in enumerate(args.subjects):
+        repo, ids = SUBJECTS[subject]
+        sides = ["before", "after"] if index % 2 == 0 else ["after", "before"]
+        results["subjects"][subject] = {}
+        for side in sides:
+            root = work / f"{subject}-{side}"
+            specs = root / "specs"
+            specs.mkdir(parents=True, exist_ok=True)
+            salt = secrets.token_hex(6)
+            if side == "before":
+                spec = old_spec(subject, after_specs, before_tree)
+            else:
+                spec = yaml.safe_load((after_specs / f"{repo.replace('/', '__')}.yaml").read_text())
+            (specs / f"{repo.replace('/', '__')}.yaml").write_text(yaml.safe_dump(salted(spec, salt),
+                                                                                  sort_keys=False))
+            cache = root / "cache"
+            shutil.rmtree(cache, ignore_errors=True)
+            rows = []
+            for n, iid in enumerate(ids):
+                row = run_one(root, before_tree if side == "before" else None, args.instances, iid,
+                              f"{side}-{n}", cache, specs, args.repos_dir)
+                rows.append(row)
+                print(f"{subject} {side} {iid}: prepare {row['prepare_images']} s, {row['status']} "
+                      f"{row['error'][:200]}", flush=True)
+            results["subjects"][subject][side] = rows
+        C.write_results("further_instance", results, args.out)
+    print(render(results))
+    C.write_results("further_instance", results, args.out)
+    return 0
+
+
+def render(results: dict) -> str:
+    lines = [C.header("Further instances of a built version, before and after", results["machine"])]
+    rows = []
+    for subject, sides in results["subjects"].items():
+        medians = {}
+        for side in ("before", "after"):
+            data = sides.get(side) or []
+            further = [r["prepare_images"] for r in data[1:] if r["prepare_images"] is not None]
+            medians[side] = C.median(further) if further else None
+            first = data[0]["prepare_images"] if data else None
+            rows.append([subject, side, C.fmt(first or 0, 1), " ".join(C.fmt(x, 1) for x in further),
+                         C.fmt(medians[side] or 0, 1), " ".join(sorted({r['status'] or '-' for r in data}))])
+        if medians.get("before") and medians.get("after"):
+            rows.append([subject, "after / before", "", "", f"{medians['after'] / medians['before']:.2f}", ""])
+    lines.append(C.markdown_table(["subject", "side", "first instance (s)", "further instances (s, each)",
+                                   "further, median (s)", "statuses"], rows))
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
