@@ -213,7 +213,12 @@ class Wheelhouse:
                         handle.write(f"# newer source-only releases not used (their build failed): {todo}: {exc}\n")
                 continue
             exact, loose = needs_building(output)
-            todo = [(name, version) for name, version in exact if not _has_wheel(built, name, version)]
+            # a package none of whose versions has a wheel: its newest release (as the
+            # resolver would pick it with builds allowed)
+            exact += [(name, version) for name in loose
+                      if (version := newest_release(name, target, as_of, sources_only=True)) is not None]
+            todo = [(name, version) for name, version in exact
+                    if not _has_wheel(built, name, version) and (name, version) not in skipped]
             if not todo:
                 self._fail(target, requirements, output, loose)
             if builder is None:
@@ -397,47 +402,54 @@ def index_project(name: str) -> dict:
 _INDEX_CACHE: dict[str, dict] = {}
 
 
+def newest_release(name: str, target: Target, as_of: str, sources_only: bool = False,
+                   newer_than: str | None = None) -> str | None:
+    """The newest final release of ``name`` on the index (uploaded before ``as_of``,
+    allowing the target Python), optionally only when it has no wheel the target can use
+    and an sdist, and only when newer than ``newer_than``."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+    releases: dict[Version, list[dict]] = {}
+    for entry in index_project(name).get("files", []):
+        if entry.get("yanked") or (as_of and (entry.get("upload-time") or "9999") >= as_of):
+            continue
+        version = _file_version(entry.get("filename", ""), name)
+        try:
+            parsed = Version(version) if version else None
+        except InvalidVersion:
+            parsed = None
+        if parsed is None or parsed.is_prerelease or parsed.is_devrelease:
+            continue
+        releases.setdefault(parsed, []).append(entry)
+    for version in sorted(releases, reverse=True):
+        entries = releases[version]
+        requires = next((e.get("requires-python") for e in entries if e.get("requires-python")), None)
+        try:
+            if requires and target.version not in SpecifierSet(requires):
+                continue
+        except InvalidSpecifier:
+            continue
+        try:
+            if newer_than is not None and version <= Version(newer_than):
+                return None
+        except InvalidVersion:
+            return None
+        if sources_only and (any(_wheel_fits(e.get("filename", ""), target) for e in entries)
+                             or not any(e.get("filename", "").endswith(SDIST_EXTENSIONS) for e in entries)):
+            return None
+        return str(version)
+    return None
+
+
 def newer_sdist_only(pins: list[str], target: Target, as_of: str, log: Path) -> list[tuple[str, str]]:
     """Pinned packages whose newest final release (uploaded before ``as_of``, allowing
     the target Python) has no wheel the target could use: ``(name, that version)``."""
     from concurrent.futures import ThreadPoolExecutor
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-    from packaging.version import InvalidVersion, Version
 
     def check(pin: str) -> tuple[str, str] | None:
         name, _, pinned = pin.partition("==")
-        files = index_project(name).get("files", [])
-        releases: dict[Version, list[dict]] = {}
-        for entry in files:
-            if entry.get("yanked") or (as_of and (entry.get("upload-time") or "9999") >= as_of):
-                continue
-            version = _file_version(entry.get("filename", ""), name)
-            try:
-                parsed = Version(version) if version else None
-            except InvalidVersion:
-                parsed = None
-            if parsed is None or parsed.is_prerelease or parsed.is_devrelease:
-                continue
-            releases.setdefault(parsed, []).append(entry)
-        try:
-            current = Version(pinned)
-        except InvalidVersion:
-            return None
-        newer = sorted((v for v in releases if v > current), reverse=True)
-        if not newer:
-            return None
-        newest, entries = newer[0], releases[newer[0]]
-        requires = next((e.get("requires-python") for e in entries if e.get("requires-python")), None)
-        try:
-            if requires and target.version not in SpecifierSet(requires):
-                return None
-        except InvalidSpecifier:
-            return None
-        if any(_wheel_fits(e.get("filename", ""), target) for e in entries):
-            return None
-        if not any(e.get("filename", "").endswith(SDIST_EXTENSIONS) for e in entries):
-            return None
-        return normalise(name), str(newest)
+        version = newest_release(name, target, as_of, sources_only=True, newer_than=pinned)
+        return (normalise(name), version) if version else None
 
     with ThreadPoolExecutor(8) as pool:
         found = [r for r in pool.map(check, pins) if r]
