@@ -612,6 +612,10 @@ class Canary:
     @classmethod
     def make(cls, test_files: list[str]) -> "Canary | None":
         py_files = [f for f in test_files if f.endswith(".py")]
+        # a test module, not a helper module the test patch also touches (sphinx's
+        # tests/roots/*/module.py are imported and inspected by the tests themselves)
+        named = [f for f in py_files if f.rsplit("/", 1)[-1].startswith("test") or f.endswith("_test.py")]
+        py_files = named or py_files
         if not py_files:
             return None
         words = list(_CANARY_WORDS)
