@@ -14,6 +14,9 @@ included, so a later rebuild is incremental) and the files the install added to 
 virtual environment — is copied out as one tar and added in one layer on top of the
 environment image (``compiler: none|build``) or of the environment with the compiler
 (``compiler: keep``). The test image of ``build`` therefore never holds the compiler.
+
+A further instance of a version whose tree differs from an earlier instance's in no build
+input is a small layer on that instance's image instead (:mod:`harness.engine.instance_reuse`).
 """
 
 from __future__ import annotations
@@ -28,11 +31,12 @@ from pathlib import Path
 
 from docker.types import Mount
 
+from harness.engine import instance_reuse as reuse
 from harness.engine.images import (IMAGE_FORMAT, LABEL_PREFIX, PRISTINE_TREE, VENV, ImageBuilder, ImageRef,
                                    _tag_safe, _tree_tarinfo)
 from harness.errors import ImageBuildError
 from harness.hashing import content_hash
-from harness.locks import file_lock
+from harness.repos import GitDir
 from harness.specs import EnvSpec
 
 INSTALL_TIMEOUT = 3600
@@ -82,19 +86,35 @@ def build_instance(images: ImageBuilder, name_hint: str, spec: EnvSpec, env: Ima
                 dockerfile = f"FROM {final_parent.tag}\n{env_lines}ADD testbed.tar {PRISTINE_TREE}/\nWORKDIR /testbed\n"
                 images.docker_build(tag, dockerfile, {"testbed.tar": tree_tar}, labels)
                 return
-            build_parent = compiler_env if spec.compiler != "none" else env
+            family = reuse.family_key(inputs)
+            labels[f"{LABEL_PREFIX}.family"] = family
             delta = Path(tmp) / "delta.tar"
-            log = _install_in_container(images, build_parent, spec, tree_tar, script, delta, ccache_key)
-            dockerfile = f"FROM {final_parent.tag}\n{env_lines}ADD delta.tar /\nWORKDIR /testbed\n"
-            images.docker_build(tag, dockerfile, {"delta.tar": delta}, labels)
+            planned, why = reuse.plan(images, family, tree_dir, spec.compiled_sources)
+            if planned is not None:
+                reuse.write_delta(planned, tree_dir, delta, images.bases.uid)
+                labels[f"{LABEL_PREFIX}.reused-from"] = planned.base.tag
+                images.docker_build(tag, reuse.dockerfile(planned.base.tag), {"delta.tar": delta}, labels)
+                rewritten = planned.base.rewritten
+                note = (f"# built on {planned.base.tag} (same version, no build input changed): "
+                        f"{len(planned.changed)} files changed, {len(planned.deleted)} removed, "
+                        f"{len(planned.git_changed)} .git files new, {len(planned.git_deleted)} removed\n")
+            else:
+                build_parent = compiler_env if spec.compiler != "none" else env
+                log, written = _install_in_container(images, build_parent, spec, tree_tar, script, delta, ccache_key)
+                dockerfile = f"FROM {final_parent.tag}\n{env_lines}ADD delta.tar /\nWORKDIR /testbed\n"
+                images.docker_build(tag, dockerfile, {"delta.tar": delta}, labels)
+                tracked = {e.path for e in GitDir(tree_dir).ls_tree("HEAD")}
+                rewritten = tuple(sorted(p for p in written if p in tracked))
+                note = f"# full install ({why})\n# install script\n{script}\n# install output\n{log}\n\n"
+            reuse.BuildRecord(inputs_hash, family, tag, str(tree_dir), rewritten).save(reuse.records_dir(images))
             path = images.log_path(tag)
-            path.write_text(f"# install script\n{script}\n# install output\n{log}\n\n" + path.read_text())
+            path.write_text(note + path.read_text())
 
     return images._cached(tag, "inst", inputs_hash, build)
 
 
 def _install_in_container(images: ImageBuilder, parent: ImageRef, spec: EnvSpec, tree_tar: Path, script: str,
-                          delta: Path, ccache_key: str) -> str:
+                          delta: Path, ccache_key: str) -> tuple[str, list[str]]:
     client = images.client
     mounts = []
     env = {**dict(spec.env), "HOME": "/tmp", "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
@@ -133,6 +153,9 @@ def _install_in_container(images: ImageBuilder, parent: ImageRef, spec: EnvSpec,
         code, output = container.exec_run(["/bin/bash", "-c", collect], workdir="/")
         if code != 0:
             raise ImageBuildError(f"collecting the installed tree failed: {output.decode(errors='replace')[-2000:]}")
+        code, listed = container.exec_run(["/bin/bash", "-c", f"cd {PRISTINE_TREE} && find . -path ./.git -prune -o "
+                                                              f"-type f -newer {STAMP} -print0"], workdir="/")
+        written = [p[2:] for p in listed.decode(errors="surrogateescape").split("\0") if p.startswith("./")]
         bits, _ = container.get_archive("/tmp/delta.tar")
         with tempfile.TemporaryFile() as outer:
             for chunk in bits:
@@ -147,7 +170,7 @@ def _install_in_container(images: ImageBuilder, parent: ImageRef, spec: EnvSpec,
                         if not block:
                             break
                         handle.write(block)
-        return log + f"\n# install and collect: {time.monotonic() - started:.1f} s\n"
+        return log + f"\n# install and collect: {time.monotonic() - started:.1f} s\n", written
     finally:
         container.remove(force=True, v=True)
 
