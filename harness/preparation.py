@@ -39,7 +39,7 @@ from harness.repos import (GitDir, RepoResolver, RepositoryUnavailable, check_ob
                            github_repo_name, missing_objects)
 from harness.requirements import Req, TargetPython, installer_pins, tree_requirements
 from harness.specs import EnvSpec, SpecRegistry
-from harness.treemeta import metadata_inputs_digest, static_metadata
+from harness.treemeta import metadata_inputs_digest, setup_cfg_setup_requires, static_metadata
 from harness.wheelhouse import LocalProject, LockedWheelhouse, Target, Wheelhouse
 
 
@@ -282,7 +282,8 @@ def read_build_system(tree: Path) -> tuple[list[str], str, str]:
     """(``[build-system] requires``, backend, backend-path) of a tree's pyproject.toml;
     ([], the legacy setuptools backend, "") for a setup.py-only project."""
     pyproject = Path(tree) / "pyproject.toml"
-    legacy = ([], "setuptools.build_meta:__legacy__", "")
+    # a setup.py project: setup.cfg's setup_requires are what its build fetches
+    legacy = (setup_cfg_setup_requires(Path(tree)), "setuptools.build_meta:__legacy__", "")
     if not pyproject.exists():
         return legacy
     try:

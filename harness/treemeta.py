@@ -77,6 +77,16 @@ def static_metadata(tree: Path, env: dict[str, str] | None = None) -> StaticMeta
     return StaticMetadata(name, version, tuple(requires), "setup.cfg [options]")
 
 
+def setup_cfg_setup_requires(tree: Path) -> list[str]:
+    """``[options] setup_requires`` of setup.cfg (what a legacy build would fetch)."""
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read_string((Path(tree) / "setup.cfg").read_text(errors="replace"))
+    except (OSError, configparser.Error):
+        return []
+    return _lines(parser.get("options", "setup_requires", fallback=""))
+
+
 def _lines(value: str) -> list[str]:
     out = []
     for raw in value.splitlines():
