@@ -56,7 +56,7 @@ FORMAT = 4
 UV_NEWEST_GLIBC_MINOR = 40
 SIMPLE_INDEX = os.environ.get("HARNESS_SIMPLE_INDEX", "https://pypi.org/simple").rstrip("/")
 SDIST_EXTENSIONS = (".tar.gz", ".zip", ".tar.bz2", ".tgz")
-MAX_BUILD_ROUNDS = 4
+MAX_BUILD_ROUNDS = 8
 
 
 class SdistBuilder(Protocol):
@@ -192,6 +192,10 @@ class Wheelhouse:
         (directory / "requirements.in").write_text("".join(f"{r.text}    # {r.origin}\n" for r in requirements))
         (directory / "origins.json").write_text(json.dumps([[r.text, r.origin] for r in requirements], indent=1))
         skipped: set[tuple[str, str]] = set()
+        # exact pins with sources only are known before resolving: build them all at once
+        upfront = [(n, v) for n, v in sources_only_pins(asked, target) if not _has_wheel(built, n, v)]
+        if upfront and builder is not None:
+            self._build_sdists(directory, target, upfront, tools, builder, env, log, as_of)
         for _ in range(MAX_BUILD_ROUNDS):
             ok, output = self._resolve(target, asked, [built, stubs], log, as_of)
             if ok:
@@ -439,6 +443,29 @@ def newest_release(name: str, target: Target, as_of: str, sources_only: bool = F
             return None
         return str(version)
     return None
+
+
+def sources_only_pins(requirements: list[str], target: Target) -> list[tuple[str, str]]:
+    """``(name, version)`` of the exact pins (``name==version``, no marker) whose release
+    on the index has an sdist but no wheel the target can use."""
+    from concurrent.futures import ThreadPoolExecutor
+    pins = []
+    for text in requirements:
+        match = re.match(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([A-Za-z0-9.+!_-]+)\s*$", text)
+        if match:
+            pins.append((match.group(1), match.group(2)))
+
+    def check(pin: tuple[str, str]) -> tuple[str, str] | None:
+        name, version = pin
+        entries = [e for e in index_project(name).get("files", [])
+                   if _file_version(e.get("filename", ""), name) == version and not e.get("yanked")]
+        if entries and not any(_wheel_fits(e.get("filename", ""), target) for e in entries) \
+                and any(e.get("filename", "").endswith(SDIST_EXTENSIONS) for e in entries):
+            return normalise(name), version
+        return None
+
+    with ThreadPoolExecutor(8) as pool:
+        return [r for r in pool.map(check, pins) if r]
 
 
 def newer_sdist_only(pins: list[str], target: Target, as_of: str, log: Path) -> list[tuple[str, str]]:
