@@ -12,7 +12,8 @@ setuptools and wheel pins; default: bases.yaml's for the Python), ``requirements
 ``install_requires_from_tree`` with ``install_extras``, ``build_requires`` (replaces the
 tree's ``[build-system] requires``), ``compiler`` (``none``/``build``/``keep``),
 ``submodules`` (path → OWNER/NAME of the repository providing a submodule's content),
-``resolve_as_of`` (a date: unpinned requirements resolve as the index was then).
+``resolve_as_of`` (a date: unpinned requirements resolve as the index was then),
+``downloads`` (files a build would fetch, fetched on the host with their sha256 checked).
 Example::
 
     repo: pallets/flask
@@ -51,7 +52,7 @@ _FIELDS = {
     "install", "reinstall_after_patch", "reinstall", "test_cmd", "parser", "env", "services",
     "timeout", "test_directives", "setup_files", "runner_internals_allowed",
     "interpreter", "installer", "build_requires", "install_extras", "compiler", "reinstall_timeout",
-    "compiled_sources", "submodules", "resolve_as_of",
+    "compiled_sources", "submodules", "resolve_as_of", "downloads",
 }
 #: Fields that are lists of strings: a version entry may extend them with ``<name>+``.
 _LIST_FIELDS = {"apt_packages", "requirements", "pre_install", "installer", "build_requires", "install_extras",
@@ -183,6 +184,9 @@ class EnvSpec:
     submodules: tuple[tuple[str, str], ...] = ()
     #: resolve unpinned requirements as the index was on this date (``uv --exclude-newer``)
     resolve_as_of: str = ""
+    #: files fetched on the host (sha256 checked) and placed in the build container before
+    #: the install: (url, sha256, absolute path); they reach the test image only inside the tree
+    downloads: tuple[tuple[str, str, str], ...] = ()
     #: the file and entry this spec came from (named in errors; not part of the checksum)
     source: str = field(default="", compare=False)
 
@@ -382,6 +386,19 @@ def _build(repo: str, version: str, merged: dict, source: str) -> EnvSpec:
     as_of = merged.get("resolve_as_of") or ""
     if not isinstance(as_of, str) or (as_of and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", as_of)):
         raise fail("resolve_as_of", "must be a date YYYY-MM-DD (quote it in YAML)")
+    downloads = []
+    for index, item in enumerate(merged.get("downloads") or []):
+        where = f"downloads[{index}]"
+        if not isinstance(item, dict) or set(item) != {"url", "sha256", "to"}:
+            raise fail(where, "must be a mapping with url, sha256 and to")
+        url, digest, to = (str(item[k]) for k in ("url", "sha256", "to"))
+        if not re.match(r"^https?://", url):
+            raise fail(f"{where}.url", "must be an http(s) URL")
+        if not re.fullmatch(r"[0-9a-f]{64}", digest):
+            raise fail(f"{where}.sha256", "must be 64 lower-case hex digits")
+        if not to.startswith("/") or ".." in to.split("/"):
+            raise fail(f"{where}.to", "must be an absolute path in the build container")
+        downloads.append((url, digest, to))
     installer = str_list("installer")
     for pin in installer:
         if not re.fullmatch(r"(pip|setuptools|wheel)==[A-Za-z0-9_.+!-]+", pin):
@@ -401,5 +418,5 @@ def _build(repo: str, version: str, merged: dict, source: str) -> EnvSpec:
         interpreter=interpreter, installer=installer, build_requires=build_requires,
         install_extras=str_list("install_extras"), compiler=compiler, reinstall_timeout=reinstall_timeout,
         compiled_sources=str_list("compiled_sources") if merged.get("compiled_sources") else DEFAULT_COMPILED_SOURCES,
-        submodules=submodules, resolve_as_of=as_of, source=source,
+        submodules=submodules, resolve_as_of=as_of, downloads=tuple(downloads), source=source,
     )

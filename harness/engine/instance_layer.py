@@ -70,6 +70,7 @@ def build_instance(images: ImageBuilder, name_hint: str, spec: EnvSpec, env: Ima
     env_lines = "".join(f"ENV {k}={json.dumps(v)}\n" for k, v in spec.env)
     inputs = {"format": IMAGE_FORMAT, "env": env.image_id, "parent": final_parent.image_id, "tree": tree_sha,
               "script": content_hash(script, 64), "env_vars": dict(spec.env), "compiler": spec.compiler,
+              "downloads": [[digest, to] for _, digest, to in spec.downloads],
               "build_parent": compiler_env.image_id if (compiler_env and spec.compiler != "none") else None}
     inputs_hash = content_hash(inputs)
     tag = f"harness-inst:{_tag_safe(name_hint)[:60]}-{inputs_hash}"
@@ -134,6 +135,10 @@ def _install_in_container(images: ImageBuilder, parent: ImageRef, spec: EnvSpec,
         with open(tree_tar, "rb") as handle:
             container.put_archive(PRISTINE_TREE, handle)
         container.put_archive("/opt/harness", _one_file("install.sh", script.encode()))
+        for url, digest, to in spec.downloads:
+            data = fetch_download(images.cache_dir, url, digest)
+            container.exec_run(["mkdir", "-p", str(Path(to).parent)])
+            container.put_archive(str(Path(to).parent), _one_file(Path(to).name, data))
         prepare = (f"touch {STAMP}; rm -rf /testbed; cp -a {PRISTINE_TREE} /testbed")
         collect = (f"cd /; rm -rf {PRISTINE_TREE}; mv /testbed {PRISTINE_TREE}; mkdir /testbed; "
                    f"chown -R {images.bases.uid}:{images.bases.uid} {PRISTINE_TREE} /testbed; "
@@ -173,6 +178,26 @@ def _install_in_container(images: ImageBuilder, parent: ImageRef, spec: EnvSpec,
         return log + f"\n# install and collect: {time.monotonic() - started:.1f} s\n", written
     finally:
         container.remove(force=True, v=True)
+
+
+def fetch_download(cache_dir: Path, url: str, digest: str) -> bytes:
+    """A spec's download, from ``<cache>/downloads/<sha256>`` or fetched (and checked)."""
+    import hashlib
+    import urllib.request
+    path = Path(cache_dir) / "downloads" / digest
+    if path.exists() and hashlib.sha256(path.read_bytes()).hexdigest() == digest:
+        return path.read_bytes()
+    try:
+        with urllib.request.urlopen(url, timeout=300) as response:
+            data = response.read()
+    except OSError as exc:
+        raise ImageBuildError(f"downloading {url} (a spec download) failed: {exc}") from None
+    got = hashlib.sha256(data).hexdigest()
+    if got != digest:
+        raise ImageBuildError(f"{url}: sha256 {got} is not the spec's {digest}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return data
 
 
 def _one_file(name: str, data: bytes) -> bytes:
