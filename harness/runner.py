@@ -12,7 +12,6 @@ tasks over machines would implement the same protocol) and grading never depends
 from __future__ import annotations
 
 import concurrent.futures
-import re
 import json
 import threading
 import time
@@ -31,7 +30,6 @@ from harness.evaluation import EvalConfig, Evaluation, Evaluator, exception_reco
 from harness.grading.status import ErrorReason, InstanceStatus
 from harness.hashing import content_hash
 from harness.instances import Instance
-from harness.locks import file_lock
 from harness.manifest import task_pins
 from harness.logs import get_logger
 from harness.paths import RunPaths

@@ -333,69 +333,10 @@ class ImageBuilder:
     # ------------------------------------------------------------------ interpreter
     def interpreter(self, python: str, override: tuple[tuple[str, str], ...] | dict | None = None,
                     extra_apt: tuple[str, ...] = ()) -> Interpreter:
-        """The image ``python`` runs in, from the spec's ``override`` or bases.yaml."""
-        source = self.bases.source_for(python, dict(override) if override else None)
-        base = self.suite_base(source.suite, extra_apt)
-        if source.kind == "debian":
-            version = (base.labels or {}).get(f"{LABEL_PREFIX}.python-version", "")
-            if not version.startswith(python + ".") and version != python:
-                raise ImageBuildError(f"Debian {source.suite}'s python3 is {version or 'absent'}, not Python {python}"
-                                      f" (choose another interpreter source for {python})")
-            return Interpreter(python, version, DEBIAN_PYTHON, source.suite, source, base)
-        if source.kind == "image":
-            from harness.engine.registry import interpreter_from_image
-            return interpreter_from_image(self, python, source, base)
-        prefix = interp.inspect_host_prefix(interp.find_pyenv_prefix(source.value) if source.kind == "pyenv"
-                                            else Path(source.value))
-        if not (prefix.version.startswith(python + ".") or prefix.version == python):
-            raise ImageBuildError(f"{source.describe()} is Python {prefix.version}, not {python}")
-        inputs = {"format": IMAGE_FORMAT, "base": base.image_id, "source": source.as_dict(),
-                  "host_prefix": str(prefix.path), "version": prefix.version, "build_prefix": prefix.build_prefix,
-                  "fingerprint": prefix.fingerprint, "excludes": list(interp.PREFIX_EXCLUDES)}
-        inputs_hash = content_hash(inputs)
-        tag = f"harness-py:{prefix.version}-{inputs_hash}"
-        ref = self._cached(tag, "py", inputs_hash, lambda: self._build_prefix_layer(
-            tag, base, prefix.path, prefix.build_prefix, prefix.executable, inputs, inputs_hash, source))
-        return Interpreter(python, prefix.version, prefix.executable, source.suite, source, ref)
-
-    def _build_prefix_layer(self, tag: str, base: ImageRef, host_prefix: Path, build_prefix: str,
-                            executable: str, inputs: dict, inputs_hash: str,
-                            source: interp.InterpreterSource) -> None:
-        with tempfile.TemporaryDirectory(prefix="harness-prefix-") as tmp:
-            archive = Path(tmp) / "python.tar"
-            with tarfile.open(archive, "w") as tar:
-                tar.add(str(host_prefix), arcname=build_prefix.lstrip("/"),
-                        filter=lambda info: None if interp.prefix_excluded(
-                            info.name[len(build_prefix.lstrip("/")) + 1:]) else _root_owned(info))
-            dockerfile = self.prefix_dockerfile(base.tag, executable, build_prefix, "ADD python.tar /")
-            labels = self._labels("py", inputs_hash, inputs)
-            labels.update({f"{LABEL_PREFIX}.python": executable, f"{LABEL_PREFIX}.python-version": inputs["version"],
-                           f"{LABEL_PREFIX}.python-source": source.describe()})
-            self.docker_build(tag, dockerfile, {"python.tar": archive, **self.prefix_context(executable)}, labels)
-
-    @staticmethod
-    def prefix_dockerfile(parent: str, executable: str, build_prefix: str, copy_line: str) -> str:
-        """Dockerfile of an interpreter layer; its context holds probe.py and check.sh
-        (:meth:`prefix_context`)."""
-        parents = []
-        path = Path(build_prefix)
-        while str(path.parent) != "/":
-            path = path.parent
-            parents.append(str(path))
-        # A prefix built for a path under a private directory (pyenv's /root/.pyenv)
-        # must be reachable by the unprivileged user: traverse-only for the parents.
-        chmods = "".join(f"chmod o+x {shlex.quote(p)}; " for p in reversed(parents))
-        return f"""FROM {parent}
-{copy_line}
-COPY probe.py check.sh /tmp/harness-check/
-RUN {chmods}echo {shlex.quote(build_prefix + "/lib")} > /etc/ld.so.conf.d/harness-python.conf && ldconfig && \\
-    bash /tmp/harness-check/check.sh && rm -rf /tmp/harness-check
-"""
-
-    @staticmethod
-    def prefix_context(executable: str) -> dict[str, bytes]:
-        return {"probe.py": interp.PROBE.encode(),
-                "check.sh": interp.check_script(executable, "/tmp/harness-check/probe.py").encode()}
+        """The image ``python`` runs in, from the spec's ``override`` or bases.yaml
+        (:mod:`harness.engine.interpreter_layer`)."""
+        from harness.engine.interpreter_layer import interpreter
+        return interpreter(self, python, override, extra_apt)
 
     # ------------------------------------------------------------------ compiler layer
     def with_compiler(self, parent: ImageRef, suite_base: ImageRef) -> ImageRef:
@@ -532,11 +473,4 @@ def _normalise_tarinfo(info: tarfile.TarInfo) -> tarfile.TarInfo:
     """Files in build contexts are owned by the harness user and keep their modes."""
     info.uid = info.gid = 1000
     info.uname = info.gname = ""
-    return info
-
-
-def _root_owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
-    info.uid = info.gid = 0
-    info.uname = info.gname = ""
-    info.mode &= ~0o022
     return info

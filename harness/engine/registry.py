@@ -63,6 +63,7 @@ def probe_image(client, image_id: str, prefix: str) -> dict:
 def interpreter_from_image(builder: "ImageBuilder", python: str, source: interp.InterpreterSource,
                            base: "ImageRef") -> "Interpreter":
     from harness.engine.images import IMAGE_FORMAT, LABEL_PREFIX, Interpreter
+    from harness.engine.interpreter_layer import prefix_context, prefix_dockerfile
     image = ensure_image(builder.client, source.value)
     info = probe_image(builder.client, image.id, source.prefix)
     version = str(info["version"])
@@ -77,14 +78,14 @@ def interpreter_from_image(builder: "ImageBuilder", python: str, source: interp.
     tag = f"harness-py:{version}-{inputs_hash}"
 
     def build() -> None:
-        dockerfile = builder.prefix_dockerfile(base.tag, executable, source.prefix,
-                                               f"COPY --from={source.value} {source.prefix}/ {source.prefix}/")
+        dockerfile = prefix_dockerfile(base.tag, source.prefix,
+                                       f"COPY --from={source.value} {source.prefix}/ {source.prefix}/")
         labels = builder._labels("py", inputs_hash, inputs)
         labels.update({f"{LABEL_PREFIX}.python": executable, f"{LABEL_PREFIX}.python-version": version,
                        f"{LABEL_PREFIX}.python-source": source.describe(),
                        f"{LABEL_PREFIX}.source-image-id": image.id,
                        f"{LABEL_PREFIX}.source-image-digests": " ".join(digests)})
-        builder.docker_build(tag, dockerfile, builder.prefix_context(executable), labels)
+        builder.docker_build(tag, dockerfile, prefix_context(executable), labels)
 
     ref = builder._cached(tag, "py", inputs_hash, build)
     return Interpreter(python, version, executable, source.suite, source, ref)

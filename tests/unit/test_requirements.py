@@ -14,7 +14,8 @@ from harness.engine.interpreters import InterpreterSource, parse_source, prefix_
 from harness.errors import InputError
 from harness.requirements import (Req, TargetPython, explain_conflict, failing_package, installer_pins,
                                   needs_building, parse_egg_requires, parse_metadata, tree_requirements)
-from harness.wheelhouse import LocalProject, Target, _wheel_fits, sdist_build_requires
+from harness.index import Target, _wheel_fits, sdist_build_requires
+from harness.wheelhouse import LocalProject
 
 
 # ------------------------------------------------------------------ installer pins
