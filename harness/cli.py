@@ -138,9 +138,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
     root = args.output_dir.expanduser().resolve() / (args.run_id or f"validate-{_slug(instances_path.stem)}")
     gold_runs = []
     for n in range(1, args.repeat + 1):
-        _, results, _ = execute_run(args, instances_path, "gold", f"gold-{n}", root, show=False)
+        _, results, _ = execute_run(args, instances_path, "gold", f"gold-{n}", root, show=False,
+                                    label=f"{root.name}-gold-{n}")
         gold_runs.append({r.instance_id: r.to_report() for r in results})
-    _, empty_results, _ = execute_run(args, instances_path, "empty", "empty", root, show=False)
+    _, empty_results, _ = execute_run(args, instances_path, "empty", "empty", root, show=False,
+                                      label=f"{root.name}-empty")
     empty = {r.instance_id: r.to_report() for r in empty_results}
     rows = []
     for inst in load_instances(instances_path, args.instance_ids).instances:
@@ -156,7 +158,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def execute_run(args: argparse.Namespace, instances_path: Path, predictions_arg: str, run_id: str | None,
-                output_dir: Path, manifest: Path | None = None, show: bool = True):
+                output_dir: Path, manifest: Path | None = None, show: bool = True, label: str | None = None):
     """Load, prepare, evaluate and write one run. Returns (summary, results, paths)."""
     from harness import demo, logs
     from harness.engine.client import connect
@@ -202,7 +204,7 @@ def execute_run(args: argparse.Namespace, instances_path: Path, predictions_arg:
 
     config = RunConfig(run_id=run_id, output_dir=output_dir, cache_dir=cache_dir,
                        eval=EvalConfig(timeout=args.timeout), max_workers=args.max_workers, force=args.force,
-                       control_dir=getattr(args, "control", None))
+                       control_dir=getattr(args, "control", None), label=label)
     progress = _Progress(len(tasks), enabled=not args.quiet and sys.stderr.isatty())
     runner = BatchRunner(config, client, Preparer(client, specs, resolver, cache_dir), progress=progress.update)
     if manifest is not None:

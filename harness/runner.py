@@ -74,6 +74,10 @@ class RunConfig:
     force: bool = False
     #: a reference-patch run of the same instances: collected test ids are compared with it
     control_dir: Path | None = None
+    #: the run's label on its containers (default: the run id); ``harness validate`` gives
+    #: its gold-1..N runs labels of their own, so that no other process's cleanup of a run
+    #: called gold-1 removes them
+    label: str | None = None
 
     def grading_key(self) -> str:
         return content_hash({"eval": self.eval.as_dict(), "limits": self.limits.__dict__, "version": __version__})
@@ -120,7 +124,8 @@ class BatchRunner:
         self.client = client
         self.preparer = preparer
         self.paths = RunPaths.create(config.output_dir, config.run_id)
-        self.backend = DockerBackend(client, config.run_id, limits=config.limits)
+        self.backend = DockerBackend(client, config.label or config.run_id, limits=config.limits,
+                                     run_dir=content_hash(str(self.paths.root)))
         self.executor = executor or LocalExecutor(config.max_workers)
         self.progress = progress
         self._lock = threading.Lock()

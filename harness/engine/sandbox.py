@@ -30,6 +30,10 @@ from docker.types import Mount
 from harness.errors import ContainerDied, InfrastructureError
 
 LABEL_RUN = "org.harness.run-id"
+#: The run directory a container belongs to (a hash of its path): run ids repeat across
+#: output directories (``harness validate`` names its runs gold-1..N), so cleaning up a run
+#: must never touch another directory's containers.
+LABEL_RUN_DIR = "org.harness.run-dir"
 #: What a container's root may hold when a spec's service needs network set-up; the
 #: set*id/setpcap ones let root start the tests as the harness user with nothing left.
 PRIVILEGED_SETUP_CAPS = ("NET_ADMIN", "SETUID", "SETGID", "SETPCAP")
@@ -96,9 +100,11 @@ class DockerBackend:
     """Starts sandboxes on one Docker engine."""
 
     def __init__(self, client: docker.DockerClient, run_id: str, user: str = "1000:1000",
-                 limits: Limits | None = None) -> None:
+                 limits: Limits | None = None, run_dir: str | None = None) -> None:
         self.client = client
         self.run_id = run_id
+        #: a hash of the run directory (None: containers are told apart by run id only)
+        self.run_dir = run_dir
         self.user = user
         self.limits = limits or Limits()
 
@@ -114,6 +120,8 @@ class DockerBackend:
         suffix = secrets.token_hex(4)
         base = f"harness-{_safe(name_hint)[:60]}-{suffix}"
         labels = {LABEL_RUN: self.run_id, LABEL_OWNER: "harness"}
+        if self.run_dir:
+            labels[LABEL_RUN_DIR] = self.run_dir
         limits = self.limits
         volumes = []
         mounts = []
@@ -150,7 +158,9 @@ class DockerBackend:
     def cleanup_run(self, run_id: str | None = None) -> int:
         """Remove every container and volume labelled with the run id (default: this
         backend's). Returns the number of containers removed."""
-        label = f"{LABEL_RUN}={run_id or self.run_id}"
+        label = [f"{LABEL_RUN}={run_id or self.run_id}"]
+        if self.run_dir and run_id is None:
+            label.append(f"{LABEL_RUN_DIR}={self.run_dir}")
         removed = 0
         for container in self.client.containers.list(all=True, filters={"label": label}):
             try:
