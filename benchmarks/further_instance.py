@@ -2,11 +2,11 @@
 
 For each subject — pylint 2.15 (4 Lite instances), pytest 5.4 (4; its spec reads its
 requirements from the tree) and astropy 5.1 (2; compiled extensions) — both harnesses
-prepare the same instances one ``harness run`` at a time, in a fresh cache directory each:
-the first instance pays for the version (wheelhouse, environment), every further one pays
-what a new instance of an already-built version costs. Reported: the runner's
-``timings.prepare_images`` of each run (everything before the container starts: export,
-requirements, wheelhouse, images), its median over the further instances, and the ratio.
+prepare the same instances one at a time (``Preparer.prepare`` in a fresh process, nothing
+evaluated), in a fresh cache directory each: the first instance pays for the version
+(wheelhouse, environment), every further one pays what a new instance of an already-built
+version costs. Reported: the seconds of each preparation (export, requirements,
+wheelhouse, images), their median over the further instances, and the ratio.
 
 *before* is the harness at ``--before`` (default 7351ccb, main before issue 10), run from a
 plain copy of that revision (``git archive``) with old-format specs (generated here: the old harness cannot
@@ -92,24 +92,47 @@ def salted(spec: dict, salt: str) -> dict:
     return {k: v for k, v in spec.items() if not str(k).startswith("x-")}
 
 
-def run_one(side_root: Path, python_path: Path | None, instances: Path, iid: str, run_id: str, cache: Path,
+#: Prepares one instance (export, requirements, wheelhouse, images) and prints the seconds
+#: it took; run with the harness under test first on sys.path (the old copy or this one).
+PREPARE = r"""
+import json, sys, time
+from pathlib import Path
+from harness.engine.client import connect
+from harness.instances import load_instances
+from harness.repos import RepoResolver
+from harness.runner import Preparer
+from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry
+instances, iid, cache, specs, repos = sys.argv[1:6]
+instance = [i for i in load_instances(Path(instances), [iid]).instances][0]
+client = connect()
+preparer = Preparer(client, SpecRegistry.load(DEFAULT_SPECS_DIR, Path(specs)),
+                    RepoResolver(Path(cache), Path(repos), allow_clone=False), Path(cache))
+started = time.monotonic()
+prepared = preparer.prepare(instance)
+seconds = time.monotonic() - started
+print("HARNESS-BENCH " + json.dumps({"seconds": seconds, "image": prepared.image.tag, "built": prepared.image.built,
+                                      "instance_build_seconds": prepared.image.build_seconds,
+                                      "breakdown": getattr(prepared, "timings", None)}))
+"""
+
+
+def run_one(side_root: Path, python_path: Path | None, instances: Path, iid: str, cache: Path,
             specs: Path, repos_dir: Path) -> dict:
-    argv = [sys.executable, "-m", "harness.cli", "run", "--instances", str(instances), "--instance-ids", iid,
-            "--predictions", "gold", "--run-id", run_id, "--output-dir", str(side_root / "runs"),
-            "--cache-dir", str(cache), "--specs", str(specs), "--repos-dir", str(repos_dir), "--no-clone", "--quiet"]
+    """Prepare ``iid`` with the harness at ``python_path`` (None: this checkout): nothing is
+    evaluated, so the figure is preparation alone."""
     env = dict(os.environ)
-    if python_path is not None:
-        env["PYTHONPATH"] = str(python_path)
+    env["PYTHONPATH"] = str(python_path or C.PROJECT_ROOT)
     started = time.monotonic()
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=str(python_path or C.PROJECT_ROOT))
+    proc = subprocess.run([sys.executable, "-c", PREPARE, str(instances), iid, str(cache), str(specs),
+                           str(repos_dir)], capture_output=True, text=True, env=env,
+                          cwd=str(python_path or C.PROJECT_ROOT))
     elapsed = time.monotonic() - started
-    report_path = side_root / "runs" / run_id / iid / "report.json"
-    report = json.loads(report_path.read_text()) if report_path.exists() else {}
-    return {"instance": iid, "exit": proc.returncode, "elapsed": round(elapsed, 2),
-            "prepare_images": (report.get("timings") or {}).get("prepare_images"),
-            "status": report.get("status"), "error": (report.get("error_detail") or "")[:400],
-            "breakdown": (report.get("image") or {}).get("prepare_seconds"),
-            "stderr": proc.stderr[-600:] if proc.returncode else ""}
+    line = next((l for l in proc.stdout.splitlines() if l.startswith("HARNESS-BENCH ")), None)
+    data = json.loads(line.split(" ", 1)[1]) if line else {}
+    return {"instance": iid, "exit": proc.returncode, "process_seconds": round(elapsed, 2),
+            "prepare_seconds": round(data["seconds"], 2) if data else None, "image": data.get("image"),
+            "built": data.get("built"), "instance_build_seconds": data.get("instance_build_seconds"),
+            "breakdown": data.get("breakdown"), "error": proc.stderr[-800:] if proc.returncode else ""}
 
 
 def main(argv=None) -> int:
@@ -144,11 +167,11 @@ def main(argv=None) -> int:
             shutil.rmtree(cache, ignore_errors=True)
             rows = []
             for n, iid in enumerate(ids):
-                row = run_one(root, before_tree if side == "before" else None, args.instances, iid,
-                              f"{side}-{n}", cache, specs, args.repos_dir)
+                row = run_one(root, before_tree if side == "before" else None, args.instances, iid, cache,
+                              specs, args.repos_dir)
                 rows.append(row)
-                print(f"{subject} {side} {iid}: prepare {row['prepare_images']} s, {row['status']} "
-                      f"{row['error'][:200]}", flush=True)
+                print(f"{subject} {side} {iid}: prepare {row['prepare_seconds']} s, built {row['built']} "
+                      f"{row['error'][-300:]}", flush=True)
             results["subjects"][subject][side] = rows
         C.write_results("further_instance", results, args.out)
     print(render(results))
@@ -163,15 +186,15 @@ def render(results: dict) -> str:
         medians = {}
         for side in ("before", "after"):
             data = sides.get(side) or []
-            further = [r["prepare_images"] for r in data[1:] if r["prepare_images"] is not None]
+            further = [r["prepare_seconds"] for r in data[1:] if r["prepare_seconds"] is not None]
             medians[side] = C.median(further) if further else None
-            first = data[0]["prepare_images"] if data else None
+            first = data[0]["prepare_seconds"] if data else None
             rows.append([subject, side, C.fmt(first or 0, 1), " ".join(C.fmt(x, 1) for x in further),
-                         C.fmt(medians[side] or 0, 1), " ".join(sorted({r['status'] or '-' for r in data}))])
+                         C.fmt(medians[side] or 0, 1), " ".join("ok" if not r["error"] else "failed" for r in data)])
         if medians.get("before") and medians.get("after"):
             rows.append([subject, "after / before", "", "", f"{medians['after'] / medians['before']:.2f}", ""])
     lines.append(C.markdown_table(["subject", "side", "first instance (s)", "further instances (s, each)",
-                                   "further, median (s)", "statuses"], rows))
+                                   "further, median (s)", "prepared"], rows))
     return "\n".join(lines)
 
 
