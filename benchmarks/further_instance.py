@@ -71,7 +71,8 @@ def old_spec(subject: str, after_specs: Path, before_tree: Path) -> dict:
     if subject == "pylint":
         # the old harness adds the tree's build requirements (setuptools~=62.6, wheel~=0.37.1)
         # silently: pin the tools to agree with them
-        requirements = [r for r in requirements if not r.startswith(("setuptools==", "wheel=="))]
+        # (and cannot let a pin yield to each tree: astroid is left to the trees)
+        requirements = [r for r in requirements if not r.startswith(("setuptools==", "wheel==", "astroid=="))]
         requirements += ["setuptools==62.6.0", "wheel==0.37.1"]
         fields = {"install_requires_from_tree": True}
     else:

@@ -37,7 +37,7 @@ from harness.instances import Instance
 from harness.locks import file_lock
 from harness.repos import (GitDir, RepoResolver, RepositoryUnavailable, check_objects, export_tree,
                            github_repo_name, missing_objects)
-from harness.requirements import Req, TargetPython, installer_pins, tree_requirements
+from harness.requirements import Req, TargetPython, installer_pins, tree_requirements, yield_to_tree
 from harness.specs import EnvSpec, SpecRegistry
 from harness.treemeta import metadata_inputs_digest, setup_cfg_setup_requires, static_metadata
 from harness.wheelhouse import LocalProject, LockedWheelhouse, Target, Wheelhouse
@@ -222,7 +222,11 @@ class Preparer:
             tools_for_build = [*tools, *build]
             meta = self._tree_metadata(spec, interpreter, tree, tools_for_build, tools, backend, backend_path)
             target = TargetPython(interpreter.version)
-            for line in tree_requirements(list(meta["requires_dist"]), spec.install_extras, target, meta["name"]):
+            tree_lines = tree_requirements(list(meta["requires_dist"]), spec.install_extras, target, meta["name"])
+            if spec.yield_to_tree:
+                requirements, dropped = yield_to_tree(requirements, tree_lines, spec.yield_to_tree, target)
+                requirements += [Req(f"# {sentence}", "yield_to_tree") for sentence in dropped]
+            for line in tree_lines:
                 requirements.append(Req(line, f"tree metadata Requires-Dist of {meta['name']} {meta['version']}"
                                               f"{' [' + ','.join(spec.install_extras) + ']' if spec.install_extras else ''}"))
             if meta["name"]:

@@ -100,6 +100,34 @@ def tree_requirements(requires_dist: list[str], extras: tuple[str, ...], target:
     return out
 
 
+def yield_to_tree(pins: list[Req], tree: list[str], names: tuple[str, ...], target: TargetPython
+                  ) -> tuple[list[Req], list[str]]:
+    """Drop the exact pins of ``names`` that the tree's own requirements exclude (what an
+    install of the tree over an environment does: the tree's constraint wins, the resolver
+    picks a release that satisfies it). Returns (pins kept, a sentence per dropped pin)."""
+    wanted = {normalise(n) for n in names}
+    constraints: dict[str, list[Requirement]] = {}
+    for line in tree:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if req.marker is None or req.marker.evaluate(target.environment()):
+            constraints.setdefault(normalise(req.name), []).append(req)
+    kept, dropped = [], []
+    for pin in pins:
+        match = re.match(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([^;,\s]+)\s*$", pin.text)
+        name = normalise(match.group(1)) if match else ""
+        if match and name in wanted:
+            refusing = [str(r) for r in constraints.get(name, [])
+                        if not r.specifier.contains(match.group(2), prereleases=True)]
+            if refusing:
+                dropped.append(f"{pin.text!r} ({pin.origin}) yields to the tree's {', '.join(refusing)}")
+                continue
+        kept.append(pin)
+    return kept, dropped
+
+
 def parse_metadata(text: str) -> tuple[str, str, list[str], list[str]]:
     """(name, version, Requires-Dist lines, Provides-Extra) of a METADATA/PKG-INFO file."""
     message = Parser().parsestr(text)

@@ -52,11 +52,11 @@ _FIELDS = {
     "install", "reinstall_after_patch", "reinstall", "test_cmd", "parser", "env", "services",
     "timeout", "test_directives", "setup_files", "runner_internals_allowed",
     "interpreter", "installer", "build_requires", "install_extras", "compiler", "reinstall_timeout",
-    "compiled_sources", "submodules", "resolve_as_of", "downloads",
+    "compiled_sources", "submodules", "resolve_as_of", "downloads", "yield_to_tree",
 }
 #: Fields that are lists of strings: a version entry may extend them with ``<name>+``.
 _LIST_FIELDS = {"apt_packages", "requirements", "pre_install", "installer", "build_requires", "install_extras",
-                "compiled_sources"}
+                "compiled_sources", "yield_to_tree"}
 _TOP_LEVEL = {"repo", "defaults", "versions"}
 COMPILER_MODES = ("none", "build", "keep")
 #: Sources whose change needs a rebuild of compiled extensions (``reinstall_after_patch: auto``).
@@ -187,6 +187,9 @@ class EnvSpec:
     #: files fetched on the host (sha256 checked) and placed in the build container before
     #: the install: (url, sha256, absolute path); they reach the test image only inside the tree
     downloads: tuple[tuple[str, str, str], ...] = ()
+    #: packages whose pin in ``requirements`` gives way when the tree's own requirements
+    #: exclude it (as SWE-bench's ``pip install -e .`` over its environment did)
+    yield_to_tree: tuple[str, ...] = ()
     #: the file and entry this spec came from (named in errors; not part of the checksum)
     source: str = field(default="", compare=False)
 
@@ -418,5 +421,6 @@ def _build(repo: str, version: str, merged: dict, source: str) -> EnvSpec:
         interpreter=interpreter, installer=installer, build_requires=build_requires,
         install_extras=str_list("install_extras"), compiler=compiler, reinstall_timeout=reinstall_timeout,
         compiled_sources=str_list("compiled_sources") if merged.get("compiled_sources") else DEFAULT_COMPILED_SOURCES,
-        submodules=submodules, resolve_as_of=as_of, downloads=tuple(downloads), source=source,
+        submodules=submodules, resolve_as_of=as_of, downloads=tuple(downloads),
+        yield_to_tree=str_list("yield_to_tree"), source=source,
     )

@@ -184,3 +184,17 @@ def test_pyproject_project_table_and_literal_versions(tmp_path):
     assert meta.requires_dist == ("attrs>=20", "pytest; (python_version >= '3.8') and extra == \"dev\"")
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\ndynamic = ["dependencies"]\n')
     assert static_metadata(tmp_path) is None
+
+
+def test_a_pin_yields_to_the_tree_only_when_the_tree_excludes_it():
+    from harness.requirements import yield_to_tree
+    pins = [Req("astroid==2.12.13", "spec requirements"), Req("pytest==7.4.4", "spec requirements")]
+    kept, dropped = yield_to_tree(pins, ["astroid>=2.11.6,<=2.12.0-dev0", 'tomli; python_version < "3.11"'],
+                                  ("astroid",), TargetPython("3.9.2"))
+    assert [k.text for k in kept] == ["pytest==7.4.4"]
+    assert dropped == ["'astroid==2.12.13' (spec requirements) yields to the tree's astroid<=2.12.0-dev0,>=2.11.6"]
+    kept, dropped = yield_to_tree(pins, ["astroid<=2.14.0-dev0,>=2.12.2"], ("astroid",), TargetPython("3.9.2"))
+    assert kept == pins and dropped == []
+    # only the names the spec lets yield
+    kept, _ = yield_to_tree(pins, ["pytest>=8"], ("astroid",), TargetPython("3.9.2"))
+    assert kept == pins
