@@ -3,6 +3,7 @@
     harness run        grade predictions (default: the embedded demo set and its predictions)
     harness doctor     say what is missing (engine, mmdebstrap, disk); --start-engine starts dockerd
     harness compare    vendor claims vs a run, or run A vs run B (see harness.compare)
+    harness view       serve a run directory's HTML report on 127.0.0.1
 
 Exit codes: 0 the command did its job (whatever the verdicts), 2 bad input or missing
 prerequisites (a sentence on stderr, no traceback), 1 an unexpected failure.
@@ -17,7 +18,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from harness import __version__
+from harness.buildinfo import VersionAction
 from harness.errors import EngineUnavailable, HarnessError, InputError
 
 DEFAULT_OUTPUT_DIR = "runs"
@@ -33,7 +34,7 @@ def _repo_override(text: str) -> tuple[str, Path]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="harness", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--version", action="version", version=f"harness {__version__}")
+    parser.add_argument("--version", action=VersionAction)
     sub = parser.add_subparsers(dest="command", required=True)
 
     common = argparse.ArgumentParser(add_help=False)
@@ -67,14 +68,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     validate = sub.add_parser("validate", parents=[common],
                               help="reference patch N times and empty patch once: a validity report")
-    validate.add_argument("--instances", type=Path, required=True)
+    validate.add_argument("--instances", type=Path, help="instance set (JSON, JSONL or YAML); default: the demo set")
     validate.add_argument("--repeat", type=int, default=3, help="reference-patch repeats (default 3)")
     validate.add_argument("--run-id", help="directory under --output-dir (default: validate-<instances file>)")
     validate.set_defaults(func=cmd_validate)
 
-    report = sub.add_parser("report", help="re-grade a run from its saved outputs (no containers)")
+    report = sub.add_parser("report", help="re-grade a run from its saved outputs (no containers) and write "
+                                           "its report.html")
     report.add_argument("run_dir", type=Path)
     report.set_defaults(func=cmd_report)
+
+    view = sub.add_parser("view", help="serve a run directory's HTML report on 127.0.0.1 and print the address")
+    view.add_argument("run_dir", type=Path)
+    view.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: any free port)")
+    view.add_argument("--verbose", action="store_true", help="log every request on stderr")
+    view.set_defaults(func=cmd_view)
 
     images = sub.add_parser("images", help="list or prune the harness's images")
     images_sub = images.add_subparsers(dest="images_command", required=True)
@@ -84,12 +92,14 @@ def build_parser() -> argparse.ArgumentParser:
                        help="keep images up to this level (default env: instance images go)")
     prune.set_defaults(func=cmd_images_prune)
 
-    doctor = sub.add_parser("doctor", help="check the engine, mmdebstrap and disk")
+    doctor = sub.add_parser("doctor", help="check the engine, mmdebstrap, disk and data; say where things are")
     doctor.add_argument("--start-engine", action="store_true", help="start dockerd if nothing answers (root)")
     doctor.set_defaults(func=cmd_doctor)
 
     from harness.compare import add_compare_parser
     add_compare_parser(sub)
+    from harness.resources import add_data_parser
+    add_data_parser(sub)
     return parser
 
 
@@ -134,7 +144,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from harness.report import write_json_atomic, write_text_atomic
     if args.repeat < 1:
         raise InputError("must be at least 1", field="--repeat")
-    instances_path = args.instances.expanduser().resolve()
+    from harness import demo
+    instances_path = (args.instances or demo.DEMO_DIR / "instances.jsonl").expanduser().resolve()
     root = args.output_dir.expanduser().resolve() / (args.run_id or f"validate-{_slug(instances_path.stem)}")
     gold_runs = []
     for n in range(1, args.repeat + 1):
@@ -206,7 +217,14 @@ def execute_run(args: argparse.Namespace, instances_path: Path, predictions_arg:
                        eval=EvalConfig(timeout=args.timeout), max_workers=args.max_workers, force=args.force,
                        control_dir=getattr(args, "control", None), label=label)
     progress = _Progress(len(tasks), enabled=not args.quiet and sys.stderr.isatty())
-    runner = BatchRunner(config, client, Preparer(client, specs, resolver, cache_dir), progress=progress.update)
+    from harness.views.site import page_hook
+    write_page = page_hook(paths.root, run_id)  # each instance's HTML page as soon as it is graded
+
+    def on_result(result) -> None:
+        progress.update(result)
+        write_page(result)
+
+    runner = BatchRunner(config, client, Preparer(client, specs, resolver, cache_dir), progress=on_result)
     if manifest is not None:
         from harness.manifest import differences, load_manifest
         pinned = load_manifest(manifest)
@@ -240,7 +258,21 @@ def execute_run(args: argparse.Namespace, instances_path: Path, predictions_arg:
     if show and not args.quiet:
         _print_table(results, summary)
     print(f"run directory: {paths.root}")
+    _write_pages(paths.root)
     return summary, results, paths
+
+
+def _write_pages(run_dir: Path) -> None:
+    """The run's HTML report; a failure to render is said, never fatal (the results are written)."""
+    from harness.views.site import write_run_pages
+    try:
+        site = write_run_pages(run_dir)
+    except (ValueError, OSError) as exc:
+        print(f"harness: report.html not written: {exc}", file=sys.stderr)
+        return
+    for failure in site.failed_pages:
+        print(f"harness: {failure}", file=sys.stderr)
+    print(f"report: {site.page}")
 
 
 def _slug(text: str) -> str:
@@ -305,6 +337,29 @@ def cmd_report(args: argparse.Namespace) -> int:
     summary = regrade_run(args.run_dir)
     print(f"re-graded {args.run_dir}: resolved {summary['resolved_instances']} of {summary['total_instances']}; "
           f"changed: {', '.join(summary['regraded_changed_ids']) or 'none'}")
+    _write_pages(args.run_dir.expanduser().resolve())
+    return 0
+
+
+def cmd_view(args: argparse.Namespace) -> int:
+    from harness.views.serve import make_server
+    run_dir = args.run_dir.expanduser().resolve()
+    if not (run_dir / "summary.json").is_file():
+        raise InputError("not a run directory (no summary.json)", source=str(run_dir))
+    if not (run_dir / "report.html").is_file():
+        _write_pages(run_dir)
+    try:
+        server = make_server(run_dir, args.port, quiet=not args.verbose)
+    except OSError as exc:
+        raise InputError(f"cannot listen on 127.0.0.1:{args.port}: {exc}", field="--port") from exc
+    host, port = server.server_address[:2]
+    print(f"serving {run_dir} at http://{host}:{port}/report.html (Ctrl-C to stop)", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
     return 0
 
 
@@ -354,6 +409,17 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         print(f"{tool}: {found or 'missing'}")
         if not found and not (tool == "dockerd" and engine_ok):
             problems.append(f"{tool} is missing ({needed}): apt-get install {package}")
+    from harness import resources
+    from harness.buildinfo import build_info
+    print(f"version: {build_info().describe()}")
+    try:
+        print(f"data: {resources.images_dir()}, {resources.instances_dir()} ({resources.data_source()})")
+    except resources.ResourceError as exc:
+        problems.append(str(exc))
+    problems += resources.problems()
+    print(f"cache: {cache_root()} ($HARNESS_CACHE_DIR, default ~/.cache/harness; --cache-dir overrides)")
+    print(f"runs: {Path(DEFAULT_OUTPUT_DIR).resolve()} (--output-dir, default ./{DEFAULT_OUTPUT_DIR} "
+          "of the working directory)")
     for label, path in (("cache", cache_root()), ("docker data", Path("/var/lib/docker"))):
         probe = path if path.exists() else Path(os.path.expanduser("~"))
         free = shutil.disk_usage(probe).free / 1024**3

@@ -43,8 +43,11 @@ from typing import Any
 
 import yaml
 
-DEMO_DIR = Path(__file__).resolve().parent.parent / "instances" / "demo"
-"""Absolute path of ``instances/demo`` (independent of the working directory)."""
+from harness import resources
+
+DEMO_DIR = resources.demo_dir()
+"""Absolute path of ``instances/demo``, shipped in the package (or ``$HARNESS_DATA_DIR/instances/demo``;
+see harness.resources): independent of the working directory. Read at import."""
 
 DEMO_OWNER = "harness-demo"
 DEMO_MODEL_NAME = "demo-model"

@@ -12,29 +12,20 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 from harness import __version__
 from harness.errors import InputError
-from harness.paths import PROJECT_ROOT
 
 MANIFEST_VERSION = 1
 
 
 def harness_commit() -> str | None:
-    """The git commit of the harness's own source tree, when it is a checkout."""
-    try:
-        proc = subprocess.run(["git", "-C", str(PROJECT_ROOT), "rev-parse", "HEAD"], capture_output=True,
-                              text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if proc.returncode != 0:
-        return None
-    dirty = subprocess.run(["git", "-C", str(PROJECT_ROOT), "status", "--porcelain", "--untracked-files=no",
-                            "--", "harness", "images"], capture_output=True, text=True).stdout.strip()
-    return proc.stdout.strip() + ("-dirty" if dirty else "")
+    """The commit the harness was built from: its checkout's HEAD, or the one recorded in
+    the wheel at build time (see harness.buildinfo); None when unknown."""
+    from harness.buildinfo import build_info
+    return build_info().commit
 
 
 def task_pins(key: dict[str, str], prepared) -> dict[str, Any]:

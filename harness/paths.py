@@ -20,6 +20,9 @@ The cache directory (``$HARNESS_CACHE_DIR``, default ``~/.cache/harness``)::
     <cache>/exports/<tree_sha>/              one-commit exports of base commits
     <cache>/wheelhouse/<python>-<hash>/      locked wheelhouses (see harness.wheelhouse)
     <cache>/locks/                           inter-process build locks
+
+The harness's own data (specs, bases, the demo set) is found by harness.resources,
+never relative to this file or to the working directory.
 """
 
 from __future__ import annotations
@@ -27,8 +30,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
 def cache_root() -> Path:

@@ -9,14 +9,17 @@ layer is built: no registry, no network. The image is
 * a virtual environment at ``/opt/harness-app`` with the harness's runtime dependencies
   (``[project].dependencies`` of ``pyproject.toml``) installed ``--no-index
   --require-hashes`` from a host-side :class:`~harness.wheelhouse.Wheelhouse`;
-* the project installed non-editable from a wheel built (offline, in a throw-away stage)
-  from a copy of the source tree: ``pyproject.toml``, ``README.md``, ``harness/``,
-  ``images/``, ``instances/`` (never ``.venv``, ``runs``, ``tests``). The tree stays at
-  ``/app`` for the data files (``/app/instances/demo/instances.jsonl``, specs, bases).
+* the project installed from the wheel, as any user installs it: the wheel is built
+  (offline, in a throw-away stage, with the hash-locked build backend) from a copy of the
+  source tree (``pyproject.toml``, ``setup.py``, ``README.md``, ``LICENSE``, ``harness/``,
+  ``images/``, ``instances/``; never ``.venv``, ``runs``, ``tests``) and carries the
+  data (specs, bases, the demo set) inside the package, found by harness.resources.
+  Nothing of the source tree stays in the image; ``harness --version`` names the commit
+  the wheel was built from (``HARNESS_BUILD_COMMIT``, see setup.py).
 
-The tag is a content hash of the base image id, both locks and every project file
-copied (the Dockerfile is one of them), so a warm call finds the image and builds
-nothing.
+The tag is a content hash of the base image id, both locks, every project file copied
+(the Dockerfile is one of them) and the commit recorded, so a warm call finds the image
+and builds nothing.
 
 Some things only the host can do (the container has no mmdebstrap and usually no route
 to the Debian archive or PyPI): :func:`prepare_offline` prepares every instance of a set
@@ -25,8 +28,7 @@ instance images), into the cache the container mounts and the engine it shares. 
 containerised harness grades that set without network::
 
     .venv/bin/python -m harness.selfimage            # build the image, prepare the demo set
-    docker-compose run --rm harness run --instances /app/instances/demo/instances.jsonl \\
-        --predictions gold --run-id demo-gold --output-dir /runs
+    docker-compose run --rm harness run --predictions gold --run-id demo-gold --output-dir /runs
 """
 
 from __future__ import annotations
@@ -58,14 +60,13 @@ SELF_IMAGE_FORMAT = 1
 REPOSITORY = "harness-app"
 PYTHON = "3.11"
 #: What of the project goes into the image (relative to the project root).
-PROJECT_FILES = ("pyproject.toml", "README.md")
+PROJECT_FILES = ("pyproject.toml", "setup.py", "README.md", "LICENSE")
 PROJECT_DIRS = ("harness", "images", "instances")
 DOCKERFILE = Path("images") / "harness" / "Dockerfile"
 #: Never copied: caches that running tools leave in the tree.
 EXCLUDED_NAMES = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis", ".git"})
 EXCLUDED_SUFFIXES = (".pyc", ".pyo", ".egg-info", ".swp")
-#: Where the project lands in the image.
-APP_DIR = "/app"
+#: Where the project is installed in the image (its data lies inside the package there).
 VENV_DIR = "/opt/harness-app"
 
 
@@ -138,11 +139,19 @@ def _lock(images: ImageBuilder, cache_dir: Path, requirements: list[str], what: 
     return Wheelhouse(cache_dir).lock(target, reqs, tools, Builder(images, interpreter))
 
 
+_FROM_CHECKOUT: Any = object()
+
+
 def harness_image_inputs(client: docker.DockerClient, cache_dir: Path,
-                         project_root: Path | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+                         project_root: Path | None = None,
+                         commit: str | None = _FROM_CHECKOUT) -> tuple[dict[str, Any], dict[str, Any]]:
     """(hashed inputs, build material) of the harness image. Bootstraps the base and fills
-    the wheelhouses when absent (both need the host: mmdebstrap and PyPI)."""
+    the wheelhouses when absent (both need the host: mmdebstrap and PyPI). ``commit`` is
+    recorded in the wheel; by default the HEAD of ``project_root`` when it is a checkout."""
+    from harness.buildinfo import checkout_commit
     root = Path(project_root or default_project_root()).resolve()
+    if commit is _FROM_CHECKOUT:
+        commit = checkout_commit(root)
     files = project_files(root)
     if not (root / DOCKERFILE).is_file():
         raise InputError(f"{root / DOCKERFILE} is missing", field="project_root")
@@ -158,13 +167,15 @@ def harness_image_inputs(client: docker.DockerClient, cache_dir: Path,
         "lock": content_hash(runtime_house.lock_text, 64),
         "build_lock": content_hash(build_house.lock_text, 64),
         "project": content_hash([[f.relpath, f.mode, f.sha256] for f in files], 64),
+        "commit": commit,
     }
-    material = {"root": root, "files": files, "base": base, "runtime": runtime_house, "build": build_house}
+    material = {"root": root, "files": files, "base": base, "runtime": runtime_house, "build": build_house,
+                "commit": commit}
     return inputs, material
 
 
 def build_harness_image(client: docker.DockerClient, cache_dir: Path, *,
-                        project_root: Path | None = None) -> str:
+                        project_root: Path | None = None, commit: str | None = _FROM_CHECKOUT) -> str:
     """Build (or find) ``harness-app:<content-hash>``, tag it ``harness-app:latest`` and
     return the content-hash tag.
 
@@ -173,14 +184,14 @@ def build_harness_image(client: docker.DockerClient, cache_dir: Path, *,
     Raises ImageBuildError (with the build log) when the build fails and InputError when
     there is no source tree (an installed, non-editable harness cannot rebuild itself).
     """
-    return build_harness_image_ref(client, cache_dir, project_root=project_root).tag
+    return build_harness_image_ref(client, cache_dir, project_root=project_root, commit=commit).tag
 
 
 def build_harness_image_ref(client: docker.DockerClient, cache_dir: Path, *,
-                            project_root: Path | None = None) -> ImageRef:
+                            project_root: Path | None = None, commit: str | None = _FROM_CHECKOUT) -> ImageRef:
     """:func:`build_harness_image`, returning the full :class:`ImageRef` (built or found, timing)."""
     cache_dir = Path(cache_dir)
-    inputs, material = harness_image_inputs(client, cache_dir, project_root)
+    inputs, material = harness_image_inputs(client, cache_dir, project_root, commit)
     inputs_hash = content_hash(inputs)
     tag = f"{REPOSITORY}:{inputs_hash}"
     images = ImageBuilder(client, cache_dir)
@@ -227,7 +238,8 @@ def _build(client: docker.DockerClient, tag: str, material: dict[str, Any], labe
                         _add_dir(tar, f"src/{d}")
                 _add_bytes(tar, f"src/{f.relpath}", f.data, f.mode)
         context.seek(0)
-        log = stream_build(client, context, tag, labels, buildargs={"BASE_IMAGE": base.tag, "SELF_TAG": tag})
+        log = stream_build(client, context, tag, labels, buildargs={"BASE_IMAGE": base.tag, "SELF_TAG": tag,
+                                                                    "HARNESS_BUILD_COMMIT": material["commit"] or ""})
     _remove_build_stage(client, tag)
     try:
         return client.images.get(tag)

@@ -41,10 +41,12 @@ from pathlib import Path
 
 import yaml
 
+from harness import resources
 from harness.errors import InputError, UnknownNameError
 
-#: Where the project's own specs and base-image definitions live.
-IMAGES_DIR = Path(__file__).resolve().parent.parent / "images"
+#: Where the project's own specs and base-image definitions live: ``images/``, shipped in
+#: the package (or ``$HARNESS_DATA_DIR/images``); see harness.resources. Read at import.
+IMAGES_DIR = resources.images_dir()
 DEFAULT_SPECS_DIR = IMAGES_DIR / "specs"
 
 _FIELDS = {

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Set up harness on a fresh Debian machine and leave a Docker engine answering:
-#   1. as root, install Debian's docker.io, mmdebstrap, git, python3-venv and docker-registry when absent;
+#   1. as root, install Debian's docker.io, mmdebstrap, git, python3-venv, chromium and
+#      chromium-driver (browser tests of the HTML report) and docker-registry (a local registry
+#      for the registry-image interpreter source's tests) when absent;
 #   2. create .venv and install the harness (with its test extras) into it;
 #   3. start dockerd if nothing answers (stale pid files cleared) and wait for it.
 # Idempotent: a second run changes nothing and takes seconds.
@@ -12,6 +14,9 @@ command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
 command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
 command -v git >/dev/null 2>&1 || need+=(git)
 command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
+# The HTML report's tests drive Debian's headless Chromium through its chromedriver.
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
 # a real local registry for the registry-image interpreter source's tests (started by the tests)
 command -v docker-registry >/dev/null 2>&1 || need+=(docker-registry)
 python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
@@ -32,7 +37,7 @@ fi
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-stamp=.venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)
+stamp=.venv/.installed-$(cat pyproject.toml setup.py | sha256sum | cut -c1-16)
 if [ ! -e "$stamp" ]; then
   .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
   touch "$stamp"

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from harness import __version__
 from harness.demo import DEMO_DIR
 from harness.hashing import content_hash
 from harness.instances import load_instances
@@ -28,8 +29,8 @@ pytestmark = pytest.mark.engine
 
 COMPOSE_FILE = PROJECT_ROOT / "docker-compose.yml"
 DEMO_IDS = sorted(i.instance_id for i in load_instances(DEMO_DIR / "instances.jsonl").instances)
-#: Where the demo set is inside the image (the project is at /app).
-IN_IMAGE_INSTANCES = "/app/instances/demo/instances.jsonl"
+#: Where the installed harness's data is inside the image (no source tree there).
+IN_IMAGE_DATA = "/opt/harness-app/lib/python3.11/site-packages/harness/data"
 RUN_ID = "compose-gold"
 
 
@@ -96,7 +97,7 @@ def test_compose_run_grades_the_demo_set_with_gold(flavour, prepared, engine, ca
     env = _compose_env(cache_dir, runs)
     started = time.monotonic()
     try:
-        proc = subprocess.run([*base, "run", "--rm", "-T", "harness", "run", "--instances", IN_IMAGE_INSTANCES,
+        proc = subprocess.run([*base, "run", "--rm", "-T", "harness", "run",  # the embedded demo set
                                "--predictions", "gold", "--run-id", RUN_ID, "--output-dir", "/runs",
                                "--quiet"], capture_output=True, text=True, env=env, timeout=900)
         seconds = time.monotonic() - started
@@ -120,6 +121,38 @@ def test_compose_run_grades_the_demo_set_with_gold(flavour, prepared, engine, ca
         subprocess.run([*base, "down", "--remove-orphans"], capture_output=True, text=True, env=env, timeout=120)
 
 
+def _recorded_commit(ref) -> str | None:
+    """The commit the image's wheel was built with (part of its hashed inputs)."""
+    return json.loads(ref.labels["org.harness.inputs"])["commit"]
+
+
+def test_compose_image_is_the_installed_wheel(prepared, cache_dir, tmp_path):
+    """The image holds the harness installed from its wheel: data inside the package, the
+    commit recorded at build, no source tree."""
+    ref, _ = prepared
+    compose = _compose_command("docker-compose")
+    project = f"harness-compose-test-{uuid.uuid4().hex[:8]}"
+    base = [*compose, "-f", str(COMPOSE_FILE), "-p", project]
+    env = _compose_env(cache_dir, tmp_path / "runs")
+    try:
+        def run(*args: str) -> str:
+            proc = subprocess.run([*base, "run", "--rm", "-T", "--entrypoint", args[0], "harness", *args[1:]],
+                                  capture_output=True, text=True, env=env, timeout=120)
+            assert proc.returncode == 0, f"{args}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+            return proc.stdout
+        assert f"demo set  {IN_IMAGE_DATA}/instances/demo" in run("harness", "data", "path")
+        commit = _recorded_commit(ref)
+        head = subprocess.run(["git", "-C", str(PROJECT_ROOT), "rev-parse", "HEAD"], capture_output=True,
+                              text=True).stdout.strip()
+        assert commit is None if not head else commit.removesuffix("-dirty") == head
+        assert run("harness", "--version").strip() == (
+            f"harness {__version__} (commit {commit}, recorded at build (HARNESS_BUILD_COMMIT))" if commit
+            else f"harness {__version__} (commit unknown)")
+        assert run("sh", "-c", "test -e /app && echo present || echo absent").strip() == "absent"
+    finally:
+        subprocess.run([*base, "down", "--remove-orphans"], capture_output=True, text=True, env=env, timeout=120)
+
+
 def test_harness_image_is_content_addressed(prepared, engine, cache_dir, tmp_path):
     """A warm call builds nothing; a changed project file changes the tag; what is not part
     of the image (the venv, runs, tests, caches) never enters the hash. Works on copies of
@@ -137,10 +170,11 @@ def test_harness_image_is_content_addressed(prepared, engine, cache_dir, tmp_pat
             shutil.copy2(PROJECT_ROOT / name, dest / name)
         return dest
 
+    commit = _recorded_commit(prepared[0])  # a copy is no checkout: record the fixture image's commit
     clean = copy_tree(tmp_path / "clean")
-    ref = build_harness_image_ref(engine, cache_dir, project_root=clean)  # the fixture's image in CI
+    ref = build_harness_image_ref(engine, cache_dir, project_root=clean, commit=commit)  # the fixture's image in CI
     started = time.monotonic()
-    again = build_harness_image_ref(engine, cache_dir, project_root=clean)
+    again = build_harness_image_ref(engine, cache_dir, project_root=clean, commit=commit)
     assert (again.tag, again.image_id, again.built) == (ref.tag, ref.image_id, False)
     assert time.monotonic() - started < 10
     assert engine.images.get("harness-app:latest").id == ref.image_id
@@ -155,10 +189,10 @@ def test_harness_image_is_content_addressed(prepared, engine, cache_dir, tmp_pat
     (junk / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
     (junk / "runs" / "r").mkdir(parents=True)
     (junk / "runs" / "r" / "summary.json").write_text("{}\n")
-    same, _ = harness_image_inputs(engine, cache_dir, junk)
+    same, _ = harness_image_inputs(engine, cache_dir, junk, commit)
     assert content_hash(same) == again.inputs_hash
 
     (junk / "harness" / "cli.py").write_text((junk / "harness" / "cli.py").read_text() + "\n# changed\n")
-    changed, _ = harness_image_inputs(engine, cache_dir, junk)
+    changed, _ = harness_image_inputs(engine, cache_dir, junk, commit)
     assert changed["project"] != same["project"]
     assert {k: v for k, v in changed.items() if k != "project"} == {k: v for k, v in same.items() if k != "project"}

@@ -449,9 +449,10 @@ def test_unsafe_instance_id_is_rejected(tmp_path, claims_file):
 def test_write_outputs_is_atomic_and_round_trips(tmp_path, claims_run, claims_file):
     result = compare.compare_with_claims(claims_run, claims_file)
     out = tmp_path / "out"
-    json_path, md_path = compare.write_outputs(result, out, "cmp")
+    json_path, md_path, html_path = compare.write_outputs(result, out, "cmp")
     compare.write_outputs(result, out, "cmp")  # overwriting is fine
-    assert sorted(p.name for p in out.iterdir()) == ["cmp.json", "cmp.md"]  # no temp files left behind
+    assert sorted(p.name for p in out.iterdir()) == ["cmp.html", "cmp.json", "cmp.md"]  # no temp files left behind
+    assert html_path.read_text().startswith("<!DOCTYPE html>")
     data = json.loads(json_path.read_text())
     assert data == compare.to_dict(result)
     assert data["kind"] == "claims_comparison"

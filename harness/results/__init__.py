@@ -1,0 +1,19 @@
+"""The result model: what a run or a comparison found, as typed values with provenance.
+
+Loading (reads what the harness or a vendor wrote; bad input names file and field):
+
+    run_data.py         a run directory -> RunData (one InstanceOutcome with its evidence per instance)
+    claims.py           vendor claim files (four formats) -> Claims; validity reports
+    instance_detail.py  one instance directory -> InstanceDetail (tests, patch, output, commands, ...)
+
+Analysis (pure functions of loaded data):
+
+    run_report.py       RunData -> RunReport (rates with Wilson intervals, per repository, origins,
+                        integrity flags, phase timings, instance rows)
+    claims_vs_run.py    -> ClaimsComparison (agreement, McNemar, discordant instances)
+    run_vs_run.py       -> RunsComparison (flips, paired bootstrap, per-repository slices)
+    comparison.py       the shared result types
+
+Every view in :mod:`harness.views` (JSON, Markdown, HTML) renders these values and
+computes nothing of its own, so the three always agree.
+"""

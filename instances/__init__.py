@@ -1,0 +1,2 @@
+"""Data, not code: this directory ships inside the package as ``harness.data.instances``
+(setup.py maps it; :mod:`harness.resources` finds it). This file only makes it a package."""
