@@ -173,7 +173,9 @@ class Wheelhouse:
         (directory / "origins.json").write_text(json.dumps([[r.text, r.origin] for r in requirements], indent=1))
         skipped: set[tuple[str, str]] = set()
         # exact pins with sources only are known before resolving: build them all at once
-        upfront = [(n, v) for n, v in sources_only_pins(asked, target) if not _has_wheel(built, n, v)]
+        # (the tree itself is never built here: it is installed from the tree)
+        own = {normalise(local.name)} if local is not None else set()
+        upfront = [(n, v) for n, v in sources_only_pins(asked, target) if not _has_wheel(built, n, v) and n not in own]
         if upfront and builder is not None:
             self._build_sdists(directory, target, upfront, tools, builder, env, log, as_of)
         for _ in range(MAX_BUILD_ROUNDS):
@@ -183,8 +185,8 @@ class Wheelhouse:
                 # release of a pinned package is one, build it so the resolver can choose
                 # it as it would with builds allowed.
                 exact = {requirement_name(r) for r in asked if re.match(r"^[A-Za-z0-9._-]+(\[[^]]*\])?\s*==", r)}
-                todo = [(n, v) for n, v in newer_sdist_only([p for p in output if requirement_name(p) not in exact],
-                                                            target, as_of, log)
+                todo = [(n, v) for n, v in newer_sdist_only([p for p in output if requirement_name(p) not in exact
+                                                             and requirement_name(p) not in own], target, as_of, log)
                         if not _has_wheel(built, n, v) and (n, v) not in skipped]
                 if not todo or builder is None:
                     pins = output
@@ -293,7 +295,7 @@ class Wheelhouse:
         if not pins:
             return
         nodot = target.minor.replace(".", "")
-        args = ["--only-binary=:all:", "--python-version", target.minor, "--implementation", "cp",
+        args = ["--only-binary=:all:", "--python-version", target.version, "--implementation", "cp",
                 "--abi", f"cp{nodot}", "--abi", f"cp{nodot}m", "--abi", "abi3", "--abi", "none"]
         for platform in target.platforms():
             args += ["--platform", platform]
