@@ -63,27 +63,28 @@ def old_spec(subject: str, after_specs: Path, before_tree: Path) -> dict:
     """An old-format spec (issue-10 fields removed; their effect pinned or spelled out)."""
     if subject == "pytest":
         return yaml.safe_load((before_tree / "images" / "specs" / "pytest-dev__pytest.yaml").read_text())
-    new = yaml.safe_load((after_specs / f"{SUBJECTS[subject][0].replace('/', '__')}.yaml").read_text())
+    from harness.specs import SpecRegistry
     version = {"pylint": "2.15", "astropy": "5.1"}[subject]
-    merged = {**new["defaults"], **new["versions"][version]}
-    installer = merged.pop("installer")
-    requirements = [*merged.get("requirements", []), *installer]
+    new = SpecRegistry.load(after_specs).get(SUBJECTS[subject][0], version)
+    requirements = [*new.requirements, *new.installer]
     if subject == "pylint":
         # the old harness adds the tree's build requirements (setuptools~=62.6, wheel~=0.37.1)
-        # silently: pin the tools to agree with them
-        # (and cannot let a pin yield to each tree: astroid is left to the trees)
+        # silently: pin the tools to agree with them (and cannot let a pin yield to each tree:
+        # astroid is left to the trees)
         requirements = [r for r in requirements if not r.startswith(("setuptools==", "wheel==", "astroid=="))]
         requirements += ["setuptools==62.6.0", "wheel==0.37.1"]
-        fields = {"install_requires_from_tree": True}
+        fields: dict = {"install_requires_from_tree": True}
     else:
         # the tree's build requirements (oldest-supported-numpy) would conflict: pin everything,
         # read nothing from the tree, and get the compiler through apt_packages (a second base)
-        requirements += [r for r in merged["build_requires"] if r not in requirements]
+        requirements += [r for r in (new.build_requires or ()) if r not in requirements]
         requirements += ["pytest-astropy==0.10.0"]
-        fields = {"install_requires_from_tree": False, "apt_packages": ["build-essential", "python3-dev"]}
-    spec = {"python": merged["python"], "requirements": sorted(set(requirements)), "install": merged["install"],
-            "test_cmd": merged["test_cmd"], "parser": "pytest", "env": dict(merged.get("env") or {}), **fields}
-    return {"repo": new["repo"], "defaults": spec, "versions": {version: {}}}
+        fields = {"install_requires_from_tree": False, "apt_packages": ["build-essential", "python3-dev"],
+                  "install": "python -m pip install --no-build-isolation --no-deps -e ."}
+    spec = {"python": new.python, "requirements": sorted(set(requirements)), "install": new.install,
+            "test_cmd": new.test_cmd, "parser": "pytest", "env": dict(new.env)}
+    spec.update(fields)
+    return {"repo": new.repo, "defaults": spec, "versions": {version: {}}}
 
 
 def salted(spec: dict, salt: str) -> dict:
