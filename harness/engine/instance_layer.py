@@ -99,11 +99,16 @@ def build_instance(images: ImageBuilder, name_hint: str, spec: EnvSpec, env: Ima
                 note = (f"# built on {planned.base.tag} (same version, no build input changed): "
                         f"{len(planned.changed)} files changed, {len(planned.deleted)} removed, "
                         f"{len(planned.git_changed)} .git files new, {len(planned.git_deleted)} removed\n")
+            elif spec.compiler == "none" and not spec.downloads:
+                # no compiler cache to mount: one docker build, the tree in one layer and
+                # what the install wrote in the next
+                log, written = _install_in_build(images, env, spec, tag, env_lines, tree_tar, script, labels)
             else:
                 build_parent = compiler_env if spec.compiler != "none" else env
                 log, written = _install_in_container(images, build_parent, spec, tree_tar, script, delta, ccache_key)
                 dockerfile = f"FROM {final_parent.tag}\n{env_lines}ADD delta.tar /\nWORKDIR /testbed\n"
                 images.docker_build(tag, dockerfile, {"delta.tar": delta}, labels)
+            if planned is None:
                 tracked = {e.path for e in GitDir(tree_dir).ls_tree("HEAD")}
                 rewritten = tuple(sorted(p for p in written if p in tracked))
                 note = f"# full install ({why})\n# install script\n{script}\n# install output\n{log}\n\n"
@@ -112,6 +117,47 @@ def build_instance(images: ImageBuilder, name_hint: str, spec: EnvSpec, env: Ima
             path.write_text(note + path.read_text())
 
     return images._cached(tag, "inst", inputs_hash, build)
+
+
+WRITTEN = "/opt/harness/.install-written"
+
+
+def _install_in_build(images: ImageBuilder, env: ImageRef, spec: EnvSpec, tag: str, env_lines: str, tree_tar: Path,
+                      script: str, labels: dict) -> tuple[str, list[str]]:
+    """The install as a RUN step: it runs in a copy at /testbed, and only the files it
+    created or changed are copied back into the pristine tree (so the layer holds them,
+    not a second copy of the tree). Returns (log, the files it wrote)."""
+    uid = images.bases.uid
+    dockerfile = f"""FROM {env.tag}
+{env_lines}ADD testbed.tar {PRISTINE_TREE}/
+COPY install.sh /opt/harness/install.sh
+RUN set -e; touch {STAMP}; rm -rf /testbed; cp -a --no-preserve=ownership {PRISTINE_TREE} /testbed; \\
+    bash /opt/harness/install.sh; \\
+    cd /testbed; find . -path ./.git -prune -o ! -type d -newer {STAMP} -print0 > {WRITTEN}; \\
+    while IFS= read -r -d '' f; do mkdir -p "{PRISTINE_TREE}/$(dirname "$f")"; cp -a "$f" "{PRISTINE_TREE}/$f"; \\
+      chown -h {uid}:{uid} "{PRISTINE_TREE}/$f"; done < {WRITTEN}; \\
+    find {PRISTINE_TREE} -mindepth 1 -type d -newer {STAMP} -exec chown {uid}:{uid} {{}} +; \\
+    cd /; rm -rf /testbed {STAMP}; mkdir /testbed; chown {uid}:{uid} /testbed
+WORKDIR /testbed
+"""
+    try:
+        images.docker_build(tag, dockerfile, {"testbed.tar": tree_tar, "install.sh": script.encode()}, labels)
+    except ImageBuildError as exc:
+        from harness.requirements import failing_package
+        failed = [line for line in exc.log.splitlines() if line.startswith("harness: install step failed")]
+        step = failed[-1].split(": ", 2)[-1] if failed else "(see the log)"
+        raise ImageBuildError(f"installing {spec.repo}@{spec.version} failed at package "
+                              f"{failing_package(exc.log) or spec.repo}; command: {step}", log=exc.log,
+                              log_path=exc.log_path) from None
+    container = images.client.containers.create(tag, command=["true"], network_mode="none")
+    try:
+        bits, _ = container.get_archive(WRITTEN)
+        with tarfile.open(fileobj=io.BytesIO(b"".join(bits))) as tar:
+            listed = tar.extractfile(tar.getmembers()[0]).read().decode(errors="surrogateescape")
+    finally:
+        container.remove(force=True)
+    return "(the install ran as a build step: its output is in this log below)", \
+        [p[2:] for p in listed.split("\0") if p.startswith("./")]
 
 
 def _install_in_container(images: ImageBuilder, parent: ImageRef, spec: EnvSpec, tree_tar: Path, script: str,
