@@ -146,7 +146,7 @@ class Preparer:
         timings["environment"] = time.monotonic() - t
         t = time.monotonic()
         image = self.images.instance(instance.repo_dirname, spec, env_image, export_dir, tree_sha,
-                                     compiler_env=compiler_env,
+                                     compiler_env=compiler_env, tree_time=_export_time(export_dir),
                                      ccache_key=interpreter.image.tag.split(":", 1)[1])
         timings["instance"] = time.monotonic() - t
         from harness.runner import protected_modules
@@ -170,12 +170,16 @@ class Preparer:
         with file_lock(self.cache_dir / "locks", f"export-{instance.repo_dirname}-{commit}"):
             if (export_dir / ".git" / "HEAD").exists() and info_file.exists():
                 info = json.loads(info_file.read_text())
+                if "commit_time" not in info:  # recorded since instances are built on earlier ones
+                    info["commit_time"] = int(str(repo.run("log", "-1", "--format=%ct", commit)).strip())
+                    info_file.write_text(json.dumps(info))
                 return export_dir, info["tree_sha"], info.get("submodules", [])
             try:
                 exported = export_tree(repo, commit, export_dir, self._submodule_source(spec))
             except RepositoryUnavailable as exc:
                 raise RepositoryUnavailable(str(exc), record=instance.instance_id, field=exc.field) from None
             info_file.write_text(json.dumps({"tree_sha": exported.tree_sha, "commit": commit,
+                                             "commit_time": int(str(repo.run("log", "-1", "--format=%ct", commit)).strip()),
                                              "submodules": [list(s) for s in exported.submodules]}))
             return export_dir, exported.tree_sha, [list(s) for s in exported.submodules]
 
@@ -265,6 +269,14 @@ class Preparer:
         cached.with_suffix(".log").write_text(meta.log)
         cached.write_text(json.dumps(data, indent=1))
         return data
+
+
+def _export_time(export_dir: Path) -> int | None:
+    """The source commit's time of an export (recorded beside it), or None."""
+    try:
+        return int(json.loads(export_dir.with_name(export_dir.name + ".json").read_text())["commit_time"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def public_version(version: str) -> str:

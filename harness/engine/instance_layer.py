@@ -59,9 +59,11 @@ def install_script(spec: EnvSpec) -> str:
 
 
 def build_instance(images: ImageBuilder, name_hint: str, spec: EnvSpec, env: ImageRef, tree_dir: Path,
-                   tree_sha: str, *, compiler_env: ImageRef | None = None, ccache_key: str = "") -> ImageRef:
+                   tree_sha: str, *, compiler_env: ImageRef | None = None, ccache_key: str = "",
+                   tree_time: int | None = None) -> ImageRef:
     """The instance image for ``tree_dir`` on ``env``. ``compiler_env`` is the
-    environment with the compiler (required when ``spec.compiler`` is not "none")."""
+    environment with the compiler (required when ``spec.compiler`` is not "none");
+    ``tree_time`` the source commit's time (an instance is only built on earlier ones)."""
     script = install_script(spec)
     has_install = bool(spec.install or spec.pre_install or spec.setup_files)
     if spec.compiler != "none" and compiler_env is None:
@@ -90,7 +92,7 @@ def build_instance(images: ImageBuilder, name_hint: str, spec: EnvSpec, env: Ima
             family = reuse.family_key(inputs)
             labels[f"{LABEL_PREFIX}.family"] = family
             delta = Path(tmp) / "delta.tar"
-            planned, why = reuse.plan(images, family, tree_dir, spec.compiled_sources)
+            planned, why = reuse.plan(images, family, tree_dir, spec.compiled_sources, tree_time)
             if planned is not None:
                 reuse.write_delta(planned, tree_dir, delta, images.bases.uid)
                 labels[f"{LABEL_PREFIX}.reused-from"] = planned.base.tag
@@ -112,7 +114,8 @@ def build_instance(images: ImageBuilder, name_hint: str, spec: EnvSpec, env: Ima
                 tracked = {e.path for e in GitDir(tree_dir).ls_tree("HEAD")}
                 rewritten = tuple(sorted(p for p in written if p in tracked))
                 note = f"# full install ({why})\n# install script\n{script}\n# install output\n{log}\n\n"
-            reuse.BuildRecord(inputs_hash, family, tag, str(tree_dir), rewritten).save(reuse.records_dir(images))
+            reuse.BuildRecord(inputs_hash, family, tag, str(tree_dir), rewritten, tree_time).save(
+                reuse.records_dir(images))
             path = images.log_path(tag)
             path.write_text(note + path.read_text())
 

@@ -6,7 +6,9 @@ After a full instance build (the tree installed in a build container, see
 the tree: environment, compiler, install steps, environment variables), the export it
 was built from, and the tracked files its install rewrote (a ``sed`` in ``pre_install``).
 
-A later instance of the same family is built ``FROM`` such an image when the difference
+A later instance of the same family is built ``FROM`` such an image — only one built from
+an *earlier or the same* commit, so that nothing an install derived from its tree (an
+egg-info's file list, a long description) can tell an instance about its future — when the difference
 between the two exports touches no *build input*: the spec's ``compiled_sources``
 (C, Cython, headers, ...), the packaging files (setup.py, setup.cfg, pyproject.toml,
 setup_package.py, requirement files, version files, templates) and no file the earlier
@@ -46,12 +48,14 @@ class BuildRecord:
     tag: str
     export: str
     rewritten: tuple[str, ...]
+    tree_time: int | None = None   # the source commit's time
 
     @classmethod
     def load(cls, path: Path) -> "BuildRecord | None":
         try:
             data = json.loads(path.read_text())
-            return cls(data["inputs_hash"], data["family"], data["tag"], data["export"], tuple(data["rewritten"]))
+            return cls(data["inputs_hash"], data["family"], data["tag"], data["export"], tuple(data["rewritten"]),
+                       data.get("tree_time"))
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
@@ -59,7 +63,8 @@ class BuildRecord:
         directory.mkdir(parents=True, exist_ok=True)
         tmp = directory / f".{self.inputs_hash}.json.tmp"
         tmp.write_text(json.dumps({"inputs_hash": self.inputs_hash, "family": self.family, "tag": self.tag,
-                                   "export": self.export, "rewritten": list(self.rewritten)}))
+                                   "export": self.export, "rewritten": list(self.rewritten),
+                                   "tree_time": self.tree_time}))
         os.replace(tmp, directory / f"{self.inputs_hash}.json")
 
 
@@ -85,20 +90,25 @@ def is_build_input(path: str, compiled_sources: tuple[str, ...]) -> bool:
     return any(fnmatch.fnmatchcase(name, p) for p in (*BUILD_INPUTS, *compiled_sources))
 
 
-def plan(images: ImageBuilder, family: str, tree_dir: Path, compiled_sources: tuple[str, ...]
-         ) -> tuple[Delta | None, str]:
-    """The smallest delta from an earlier image of ``family`` to ``tree_dir``, or
-    (None, why not)."""
+def plan(images: ImageBuilder, family: str, tree_dir: Path, compiled_sources: tuple[str, ...],
+         tree_time: int | None = None) -> tuple[Delta | None, str]:
+    """The smallest delta from an image of ``family`` built from an earlier commit (never
+    a later one: the install's outputs, e.g. an egg-info's file list, must not tell the
+    tree anything about its future) to ``tree_dir``, or (None, why not)."""
+    if tree_time is None:
+        return None, "the tree's commit time is unknown"
     candidates = []
     for path in sorted(records_dir(images).glob("*.json")):
         record = BuildRecord.load(path)
         if record is None or record.family != family or not Path(record.export, ".git").is_dir():
             continue
+        if record.tree_time is None or record.tree_time > tree_time:
+            continue
         if images._find(record.tag) is None:
             continue
         candidates.append(record)
     if not candidates:
-        return None, "no earlier instance image of this version"
+        return None, "no instance image of this version from an earlier commit"
     new = _listing(tree_dir)
     best: Delta | None = None
     why = "every earlier instance differs in a build input"
