@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import tarfile
 import io
-from pathlib import Path
 
 import pytest
 
