@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shlex
 import tarfile
 import tempfile
@@ -147,10 +148,11 @@ WORKDIR /testbed
         images.docker_build(tag, dockerfile, {"testbed.tar": tree_tar, "install.sh": script.encode()}, labels)
     except ImageBuildError as exc:
         from harness.requirements import failing_package
-        failed = [line for line in exc.log.splitlines() if line.startswith("harness: install step failed")]
+        plain = re.sub(r"\x1b\[[0-9;]*m", "", exc.log)  # the engine colours a build's stderr
+        failed = [line for line in plain.splitlines() if line.startswith("harness: install step failed")]
         step = failed[-1].split(": ", 2)[-1] if failed else "(see the log)"
         raise ImageBuildError(f"installing {spec.repo}@{spec.version} failed at package "
-                              f"{failing_package(exc.log) or spec.repo}; command: {step}", log=exc.log,
+                              f"{failing_package(plain) or spec.repo}; command: {step}", log=exc.log,
                               log_path=exc.log_path) from None
     container = images.client.containers.create(tag, command=["true"], network_mode="none")
     try:
