@@ -59,19 +59,22 @@ def static_metadata(tree: Path, env: dict[str, str] | None = None) -> StaticMeta
         text = setup_py.read_text(errors="replace")
         if any(word in text for word in SETUP_PY_REQUIREMENT_WORDS):
             return None
-    parser = configparser.ConfigParser(interpolation=None)
+    # setuptools reads setup.cfg with the default interpolation (extras may be "%(io)s")
+    parser = configparser.ConfigParser()
     try:
         parser.read_string(setup_cfg.read_text(errors="replace"))
+        if not parser.has_section("metadata") or not parser.has_option("metadata", "name"):
+            return None
+        name = parser.get("metadata", "name").strip()
+        requires = _lines(parser.get("options", "install_requires", fallback=""))
+        if parser.has_section("options.extras_require"):
+            for extra, value in parser.items("options.extras_require"):
+                requires += [_with_extra(line, extra) for line in _lines(value)]
+        version = parser.get("metadata", "version", fallback="").strip()
     except configparser.Error:
         return None
-    if not parser.has_section("metadata") or not parser.has_option("metadata", "name"):
-        return None
-    name = parser.get("metadata", "name").strip()
-    requires = _lines(parser.get("options", "install_requires", fallback=""))
-    if parser.has_section("options.extras_require"):
-        for extra, value in parser.items("options.extras_require"):
-            requires += [_with_extra(line, extra) for line in _lines(value)]
-    version = parser.get("metadata", "version", fallback="").strip()
+    if any(not re.match(r"^[A-Za-z0-9]", line) for line in requires):
+        return None  # not plain requirement lines: let the build backend say
     if not version or version.startswith(("attr:", "file:")):
         version = _scm_version(env) or _module_version(tree, name)
     return StaticMetadata(name, version, tuple(requires), "setup.cfg [options]")

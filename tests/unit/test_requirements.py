@@ -197,3 +197,11 @@ def test_a_pin_yields_to_the_tree_only_when_the_tree_excludes_it():
     # only the names the spec lets yield
     kept, _ = yield_to_tree(pins, ["pytest>=8"], ("astroid",), TargetPython("3.9.2"))
     assert kept == pins
+
+
+def test_setup_cfg_extras_interpolate_as_setuptools_reads_them(tmp_path):
+    from harness.treemeta import static_metadata
+    (tmp_path / "setup.cfg").write_text("[metadata]\nname = pkg\n\n[options.extras_require]\nio =\n    netCDF4\n"
+                                        "complete =\n    %(io)s\n    dask\n")
+    meta = static_metadata(tmp_path)
+    assert 'netCDF4; extra == "complete"' in meta.requires_dist and 'dask; extra == "complete"' in meta.requires_dist
