@@ -38,13 +38,18 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
 
-LITE = C.PROJECT_ROOT.parent / "shared" / "swebench" / "lite-test.jsonl"
+SHARED = C.PROJECT_ROOT.parent / "shared" / "swebench"
+LITE = SHARED / "lite-test.jsonl"
+VERIFIED = SHARED / "verified-test.jsonl"
 SUBJECTS = {
     "pylint": ("pylint-dev/pylint", ["pylint-dev__pylint-7080", "pylint-dev__pylint-7114",
                                      "pylint-dev__pylint-7228", "pylint-dev__pylint-7993"]),
     "pytest": ("pytest-dev/pytest", ["pytest-dev__pytest-7168", "pytest-dev__pytest-7220",
                                      "pytest-dev__pytest-7373", "pytest-dev__pytest-7432"]),
-    "astropy": ("astropy/astropy", ["astropy__astropy-14182", "astropy__astropy-14365"]),
+    # Lite's two 5.1 instances are not both exportable here (14365's mirror lacks a blob), so
+    # four 5.1 instances of SWE-bench Verified, in commit order
+    "astropy": ("astropy/astropy", ["astropy__astropy-14096", "astropy__astropy-13977", "astropy__astropy-14182",
+                                    "astropy__astropy-14309"]),
 }
 
 
@@ -53,7 +58,8 @@ def parse_args(argv=None):
     p.add_argument("--subjects", nargs="+", default=list(SUBJECTS), choices=list(SUBJECTS))
     p.add_argument("--before", default="7351ccb", help="git revision of the harness before the change")
     p.add_argument("--repos-dir", type=Path, default=Path("/work/repos"))
-    p.add_argument("--instances", type=Path, default=LITE)
+    p.add_argument("--instances", type=Path, nargs="+", default=[LITE, VERIFIED],
+                   help="instance files (the subjects' ids are looked up in all of them)")
     p.add_argument("--work-dir", type=Path, help="where caches, runs and the old worktree go (default: a temp dir)")
     p.add_argument("--out", type=Path, help="raw JSON (default benchmarks/results/further_instance.json)")
     return p.parse_args(argv)
@@ -149,6 +155,13 @@ def main(argv=None) -> int:
                                  capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", str(before_tree)], input=archive, check=True)
     after_specs = C.PROJECT_ROOT / "images" / "specs"
+    combined, seen = work / "instances.jsonl", set()
+    with combined.open("w") as out:
+        for path in args.instances:
+            for line in Path(path).read_text().splitlines():
+                if line.strip() and json.loads(line)["instance_id"] not in seen:
+                    seen.add(json.loads(line)["instance_id"])
+                    out.write(line + "\n")
     results: dict = {"machine": machine, "command": C.command_line(), "before": args.before, "subjects": {}}
     for index, subject in enumerate(args.subjects):
         repo, ids = SUBJECTS[subject]
@@ -169,7 +182,7 @@ def main(argv=None) -> int:
             shutil.rmtree(cache, ignore_errors=True)
             rows = []
             for n, iid in enumerate(ids):
-                row = run_one(root, before_tree if side == "before" else None, args.instances, iid, cache,
+                row = run_one(root, before_tree if side == "before" else None, combined, iid, cache,
                               specs, args.repos_dir)
                 rows.append(row)
                 print(f"{subject} {side} {iid}: prepare {row['prepare_seconds']} s, built {row['built']} "
