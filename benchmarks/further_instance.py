@@ -1,7 +1,7 @@
 """Cold cost of a *further* instance of a version, before and after issue 10, side by side.
 
 For each subject — pylint 2.15 (4 Lite instances), pytest 5.4 (4; its spec reads its
-requirements from the tree) and astropy 5.1 (2; compiled extensions) — both harnesses
+requirements from the tree) and astropy 5.1 (4, from SWE-bench Verified as well; compiled extensions) — both harnesses
 prepare the same instances one at a time (``Preparer.prepare`` in a fresh process, nothing
 evaluated), in a fresh cache directory each: the first instance pays for the version
 (wheelhouse, environment), every further one pays what a new instance of an already-built
