@@ -14,7 +14,7 @@ from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry
 
 def load(tmp_path, text: str) -> SpecRegistry:
     d = tmp_path / "specs"
-    d.mkdir(exist_ok=True)
+    d.mkdir(parents=True, exist_ok=True)
     (d / "s.yaml").write_text(textwrap.dedent(text).lstrip())
     return SpecRegistry.load(d)
 
@@ -126,3 +126,32 @@ def test_every_python_a_spec_names_has_an_interpreter_source_and_installer_pins(
             spec = registry.get(repo, version)
             assert bases.source_for(spec.python, dict(spec.interpreter) or None)
             assert spec.installer or bases.installer_for(spec.python)
+
+
+def test_downloads_are_checked_data(tmp_path):
+    digest = "0" * 64
+    spec = load(tmp_path, f"""
+        repo: o/r
+        defaults:
+          downloads: [{{url: "https://files.example/x.tar.gz", sha256: "{digest}", to: /tmp/.cache/x/{digest}}}]
+        versions: {{"1": {{}}}}
+    """).get("o/r", "1")
+    assert spec.downloads == (("https://files.example/x.tar.gz", digest, f"/tmp/.cache/x/{digest}"),)
+    for bad, field in ((f'{{url: "ftp://x", sha256: "{digest}", to: /tmp/x}}', "downloads[0].url"),
+                       ('{url: "https://x", sha256: "abc", to: /tmp/x}', "downloads[0].sha256"),
+                       (f'{{url: "https://x", sha256: "{digest}", to: relative}}', "downloads[0].to"),
+                       ('{url: "https://x"}', "downloads[0]")):
+        with pytest.raises(InputError) as info:
+            load(tmp_path / field.replace("[", "").replace("]", "").replace(".", ""),
+                 f'repo: o/r\ndefaults: {{downloads: [{bad}]}}\nversions: {{"1": {{}}}}\n').get("o/r", "1")
+        assert info.value.field == field
+
+
+def test_build_inputs_decide_whether_a_further_instance_can_reuse_an_earlier_build():
+    from harness.engine.instance_reuse import is_build_input
+    from harness.specs import DEFAULT_COMPILED_SOURCES
+    for path in ("setup.py", "setup.cfg", "pyproject.toml", "astropy/wcs/setup_package.py", "cextern/wcslib/C/prj.c",
+                 "astropy/stats/_stats.pyx", "pylint/__pkginfo__.py", "requirements_test.txt", "src/_path.h"):
+        assert is_build_input(path, DEFAULT_COMPILED_SOURCES), path
+    for path in ("pylint/checkers/base.py", "tests/test_self.py", "docs/index.rst", "README.md", "tox.ini"):
+        assert not is_build_input(path, DEFAULT_COMPILED_SOURCES), path
