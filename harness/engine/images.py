@@ -374,7 +374,7 @@ RUN dpkg -i /tmp/harness-debs/*.deb > /tmp/dpkg.log 2>&1 || {{ cat /tmp/dpkg.log
         services = services or []
         parent = interpreter.image
         inputs = {"format": IMAGE_FORMAT, "base": parent.image_id, "lock": content_hash(lock_text, 64),
-                  "python": interpreter.version,
+                  "python": interpreter.version, "venv": "copies",
                   "services": [[svc.name, content_hash(lock, 64), list(svc.build)] for svc, lock, _ in services]}
         inputs_hash = content_hash(inputs)
         tag = f"harness-env:py{spec.python}-{inputs_hash}"
@@ -422,8 +422,13 @@ RUN set -e; {venv_install(exe, home + "/venv", home + "/wheels", home + "/requir
 
 def venv_install(python: str, venv: str, wheels: str, lock: str) -> str:
     """Shell: a venv without the interpreter's own bundled pip, then pip from the lock's
-    own pip wheel installs the whole lock (pip included) offline with hashes."""
-    return (f"{python} -m venv --without-pip {venv}; "
+    own pip wheel installs the whole lock (pip included) offline with hashes.
+
+    The venv's interpreter is a copy, not a symlink: a tool that links to
+    ``sys.executable`` elsewhere (tox-current-env's ``.tox/<env>/bin/python``, as sphinx's
+    tests run) must still find the venv (CPython resolves symlinks of its executable
+    before it looks for ``pyvenv.cfg``), as it does in SWE-bench's conda environments."""
+    return (f"{python} -m venv --copies --without-pip {venv}; "
             f"pipwhl=$(ls {wheels}/pip-*.whl | head -n1); "
             f"{venv}/bin/python \"$pipwhl/pip\" install --quiet --no-index --no-deps --disable-pip-version-check "
             f"--no-warn-script-location --find-links {wheels} --require-hashes -r {lock}")
