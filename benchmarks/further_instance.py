@@ -38,7 +38,8 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
 
-SHARED = C.PROJECT_ROOT.parent / "shared" / "swebench"
+SHARED = next((p / "shared" / "swebench" for p in (C.PROJECT_ROOT.parent, C.PROJECT_ROOT.parent.parent)
+               if (p / "shared" / "swebench").is_dir()), C.PROJECT_ROOT.parent / "shared" / "swebench")
 LITE = SHARED / "lite-test.jsonl"
 VERIFIED = SHARED / "verified-test.jsonl"
 SUBJECTS = {
