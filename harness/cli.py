@@ -6,7 +6,10 @@
     harness view       serve a run directory's HTML report on 127.0.0.1
 
 Exit codes: 0 the command did its job (whatever the verdicts), 2 bad input or missing
-prerequisites (a sentence on stderr, no traceback), 1 an unexpected failure.
+prerequisites (a sentence on stderr, no traceback), 3 the run ended early because its
+infrastructure failed (an engine or every cluster node was lost: the summary covers what
+was graded; re-running the same command finishes it), 130 interrupted (Ctrl-C: the run's
+containers are removed, the run directory is resumable), 1 an unexpected failure.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import sys
 from pathlib import Path
 
 from harness.buildinfo import VersionAction
-from harness.errors import EngineUnavailable, HarnessError, InputError
+from harness.errors import EngineLost, EngineUnavailable, HarnessError, InputError
 
 DEFAULT_OUTPUT_DIR = "runs"
 CACHE_LEVELS = ("none", "base", "env", "instance")
@@ -48,7 +51,18 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--output-dir", type=Path, default=Path(DEFAULT_OUTPUT_DIR))
     common.add_argument("--cache-dir", type=Path,
                         help="cache directory (default: $HARNESS_CACHE_DIR or ~/.cache/harness)")
-    common.add_argument("--max-workers", type=int, default=1)
+    common.add_argument("--max-workers", type=int, default=1,
+                        help="evaluations in flight at once, whatever the executor (default 1)")
+    common.add_argument("--executor", choices=("local", "ray"), default="local",
+                        help="where evaluations run: threads on this machine (default) or a Ray cluster")
+    common.add_argument("--ray-address", metavar="ADDR",
+                        help="the Ray cluster to use with --executor ray (HOST:PORT of its head; default: "
+                             "$RAY_ADDRESS, else a one-node cluster on this machine)")
+    common.add_argument("--registry", metavar="HOST:PORT",
+                        help="a registry to share images through: pulled instead of built, pushed after a build")
+    common.add_argument("--task-timeout", type=float, default=7200.0, metavar="SEC",
+                        help="a task (image preparation + evaluation) running longer is killed with its "
+                             "container and recorded as deadline_exceeded (default 7200)")
     common.add_argument("--no-clone", action="store_true", help="never clone a repository from its public URL")
     common.add_argument("--force", action="store_true",
                         help="re-evaluate every instance (default: reuse complete results for the same inputs)")
@@ -100,6 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_compare_parser(sub)
     from harness.resources import add_data_parser
     add_data_parser(sub)
+    from harness.cluster import add_node_parser
+    add_node_parser(sub)
     return parser
 
 
@@ -111,12 +127,20 @@ def main(argv: list[str] | None = None) -> int:
     except (InputError, EngineUnavailable) as exc:
         print(f"harness: {exc}", file=sys.stderr)
         return 2
+    except (RunIncomplete, EngineLost) as exc:
+        print(f"harness: {exc}", file=sys.stderr)
+        return 3
     except HarnessError as exc:
         print(f"harness: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("harness: interrupted", file=sys.stderr)
+        print("harness: interrupted; this run's containers were removed and the results so far are kept: "
+              "re-run the same command to finish", file=sys.stderr)
         return 130
+
+
+class RunIncomplete(HarnessError):
+    """The run ended early because its infrastructure failed; the summary was written."""
 
 
 # ---------------------------------------------------------------------------- run
@@ -170,26 +194,37 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def execute_run(args: argparse.Namespace, instances_path: Path, predictions_arg: str, run_id: str | None,
                 output_dir: Path, manifest: Path | None = None, show: bool = True, label: str | None = None):
-    """Load, prepare, evaluate and write one run. Returns (summary, results, paths)."""
-    from harness import demo, logs
-    from harness.engine.client import connect
-    from harness.evaluation import EvalConfig
+    """Load, prepare, evaluate and write one run. Returns (summary, results, paths);
+    ``results`` reads this invocation's reports back from the run directory."""
+    from harness import demo
     from harness.instances import load_instances
-    from harness.paths import cache_root
+    from harness.paths import RunPaths, cache_root
     from harness.predictions import resolve_predictions
-    from harness.repos import RepoResolver
-    from harness.report import summarise_run_directory, write_json_atomic
-    from harness.runner import BatchRunner, Preparer, RunConfig, iter_tasks
-    from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry
+    from harness.locks import run_directory_lock
 
     loaded = load_instances(instances_path, args.instance_ids)
     predictions = resolve_predictions(predictions_arg, loaded.instances)
     model = predictions.model_name_or_path
     run_id = run_id or f"{_slug(model)}-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}"
     cache_dir = (args.cache_dir.expanduser().resolve() if args.cache_dir else cache_root())
-
-    from harness.paths import RunPaths
     paths = RunPaths.create(output_dir, run_id)
+    with run_directory_lock(paths.root):
+        return _execute_locked(args, loaded, predictions, instances_path, predictions_arg, run_id, model,
+                               cache_dir, paths, manifest, show, demo, label)
+
+
+def _execute_locked(args, loaded, predictions, instances_path, predictions_arg, run_id, model, cache_dir, paths,
+                    manifest, show, demo, label):
+    from harness import logs
+    from harness.batch import BatchRunner
+    from harness.engine.client import connect
+    from harness.evaluation import EvalConfig
+    from harness.executors import make_executor
+    from harness.report import summarise_run_directory, write_json_atomic
+    from harness.repos import RepoResolver
+    from harness.runner import Preparer, RunConfig, iter_tasks
+    from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry
+
     logs.configure(paths.log, quiet=args.quiet, verbose=args.verbose)
     log = logs.get_logger(run_id=run_id)
     input_errors = {e.record or "?": str(e) for e in [*loaded.errors, *predictions.errors]}
@@ -205,7 +240,6 @@ def execute_run(args: argparse.Namespace, instances_path: Path, predictions_arg:
         overrides.update({name: path for name, path in built.items() if name in demo_repos})
 
     specs = SpecRegistry.load(DEFAULT_SPECS_DIR, *args.specs)
-    client = connect()
     resolver = RepoResolver(cache_dir, args.repos_dir, overrides, allow_clone=not args.no_clone)
     tasks, orphans = iter_tasks(loaded.instances, predictions.predictions)
     for orphan in orphans:
@@ -213,9 +247,18 @@ def execute_run(args: argparse.Namespace, instances_path: Path, predictions_arg:
     with_prediction = {t.instance.instance_id for t in tasks}
     without = [i.instance_id for i in loaded.instances if i.instance_id not in with_prediction]
 
-    config = RunConfig(run_id=run_id, output_dir=output_dir, cache_dir=cache_dir,
+    config = RunConfig(run_id=run_id, output_dir=paths.root.parent, cache_dir=cache_dir,
                        eval=EvalConfig(timeout=args.timeout), max_workers=args.max_workers, force=args.force,
-                       control_dir=getattr(args, "control", None), label=label)
+                       control_dir=getattr(args, "control", None), task_timeout=args.task_timeout,
+                       registry=args.registry, label=label)
+    executor = make_executor(args.executor, args.max_workers, address=args.ray_address)
+    # The driver's own engine: required to run locally; with a cluster the nodes have theirs.
+    client = connect() if args.executor == "local" or args.cache_level != "instance" else _maybe_connect()
+    preparer = None
+    if client is not None:
+        preparer = Preparer(client, specs, resolver, cache_dir)
+        if args.registry:
+            preparer.images.use_registry(args.registry)
     progress = _Progress(len(tasks), enabled=not args.quiet and sys.stderr.isatty())
     from harness.views.site import page_hook
     write_page = page_hook(paths.root, run_id)  # each instance's HTML page as soon as it is graded
@@ -224,7 +267,8 @@ def execute_run(args: argparse.Namespace, instances_path: Path, predictions_arg:
         progress.update(result)
         write_page(result)
 
-    runner = BatchRunner(config, client, Preparer(client, specs, resolver, cache_dir), progress=on_result)
+    runner = BatchRunner(config, client, preparer, executor=executor, progress=on_result,
+                         specs=specs, repos=resolver)
     if manifest is not None:
         from harness.manifest import differences, load_manifest
         pinned = load_manifest(manifest)
@@ -236,30 +280,43 @@ def execute_run(args: argparse.Namespace, instances_path: Path, predictions_arg:
                              source=str(manifest), field="--manifest")
     with progress:
         results = runner.run(tasks)
-    from harness.manifest import build_manifest
+    from harness.manifest import write_manifest
     from harness.hashing import file_sha256
     inputs = {"instances_file": str(instances_path), "instances_sha256": file_sha256(instances_path),
               "predictions": predictions_arg,
               "predictions_sha256": file_sha256(Path(predictions_arg)) if Path(predictions_arg).is_file() else None,
               "specs_dirs": [str(DEFAULT_SPECS_DIR), *map(str, args.specs)]}
-    write_json_atomic(paths.manifest, build_manifest(run_id, {**config.eval.as_dict(),
-                                                              "limits": config.limits.__dict__,
-                                                              "retries": config.retries},
-                                                     config.grading_key(), runner.pins, inputs))
-    if args.cache_level != "instance":
+    write_manifest(paths.manifest, run_id, {**config.eval.as_dict(), "limits": config.limits.__dict__,
+                                            "retries": config.retries}, config.grading_key(), runner.pins(), inputs)
+    if args.cache_level != "instance" and client is not None:
         from harness.engine.inventory import prune_images
         prune_images(client, args.cache_level)
     all_ids = [i.instance_id for i in loaded.instances] + list(input_errors)
-    summary = summarise_run_directory(run_id, model, paths.root, all_ids, results, input_errors)
+    summary = summarise_run_directory(run_id, model, paths.root, all_ids, results.keys(), input_errors)
     summary["no_prediction_ids"] = sorted(without)
     summary["instances_file"] = str(instances_path)
     summary["predictions"] = predictions_arg
+    summary["executor"] = {"name": args.executor, "nodes": dict(sorted(runner.tally.nodes.items())),
+                           "reused": runner.tally.reused, "evaluated": runner.tally.evaluated}
     write_json_atomic(paths.summary, summary)
     if show and not args.quiet:
         _print_table(results, summary)
     print(f"run directory: {paths.root}")
     _write_pages(paths.root)
+    tally = runner.tally
+    if tally.aborted or tally.engine_lost:
+        why = tally.aborted or (f"the Docker engine stopped answering: {tally.engine_lost} evaluation(s) "
+                                "recorded as engine_lost")
+        raise RunIncomplete(f"{why}; summary written to {paths.summary}; re-run the same command to finish")
     return summary, results, paths
+
+
+def _maybe_connect():
+    from harness.engine.client import connect
+    try:
+        return connect(timeout=30)
+    except EngineUnavailable:
+        return None
 
 
 def _write_pages(run_dir: Path) -> None:
@@ -312,13 +369,19 @@ class _Progress:
             self._progress.stop()
 
 
+#: More rows than this are not printed (summary.json and report.html have them all).
+TABLE_ROWS = 200
+
+
 def _print_table(results, summary) -> None:
+    from itertools import islice
     from rich.console import Console
     from rich.table import Table
     table = Table(title=f"run {summary['run_id']} ({summary['model_name_or_path']})")
     for column in ("instance", "status", "resolved", "F2P", "P2P", "reason"):
         table.add_column(column)
-    for r in results:
+    shown = sorted(islice(results, TABLE_ROWS + 1), key=lambda r: (r.instance_id, r.attempt or 0))
+    for r in shown[:TABLE_ROWS]:
         f2p = f"{len(r.f2p_success)}/{len(r.f2p_success) + len(r.f2p_failure)}"
         p2p = f"{len(r.p2p_success)}/{len(r.p2p_success) + len(r.p2p_failure)}"
         name = r.instance_id if r.attempt is None else f"{r.instance_id}#{r.attempt}"
@@ -326,6 +389,8 @@ def _print_table(results, summary) -> None:
                       r.error_reason.value if r.error_reason else "")
     console = Console(stderr=False)
     console.print(table)
+    if len(shown) > TABLE_ROWS:
+        console.print(f"(first {TABLE_ROWS} rows; every instance is in summary.json)")
     console.print(f"resolved {summary['resolved_instances']} of {summary['total_instances']}"
                   f" (errors {summary['error_instances']}, invalid {len(summary['invalid_ids'])})")
 

@@ -54,6 +54,20 @@ class EngineUnavailable(InfrastructureError):
     """No Docker engine answers and none could be started."""
 
 
+class EngineLost(InfrastructureError):
+    """The Docker engine stopped answering in the middle of a run (killed, restarted,
+    its socket gone). Evaluations it affected are infrastructure errors; the run ends with
+    a summary and a one-line message, and re-running the same run id finishes it."""
+
+
+class RunInterrupted(HarnessError):
+    """The run is stopping (Ctrl-C): no new container is started, nothing is retried."""
+
+
+class RunDirectoryBusy(InputError):
+    """Another harness process holds the run directory's lock."""
+
+
 class ImageBuildError(InfrastructureError):
     """Building an image failed (base bootstrap, environment or instance layer)."""
 

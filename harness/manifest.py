@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from harness import __version__
 from harness.errors import InputError
@@ -42,6 +42,36 @@ def build_manifest(run_id: str, config: dict[str, Any], grading_key: str, pins: 
             "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "harness_version": __version__, "harness_commit": harness_commit(),
             "grading": config, "grading_key": grading_key, "inputs": inputs, "tasks": pins}
+
+
+def write_manifest(path: Path, run_id: str, config: dict[str, Any], grading_key: str,
+                   pins: Iterable[tuple[str, dict]], inputs: dict[str, Any]) -> int:
+    """Write ``manifest.json`` atomically, streaming the per-task pins (memory does not
+    grow with the number of tasks). Same document as :func:`build_manifest`. Returns the
+    number of tasks written."""
+    import os
+    import tempfile
+    head = build_manifest(run_id, config, grading_key, {}, inputs)
+    del head["tasks"]
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    count = 0
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            text = json.dumps(head, indent=2, default=str)
+            out.write(text[:-2] + ',\n  "tasks": {')
+            for key, value in pins:
+                out.write(("\n    " if count == 0 else ",\n    ") + json.dumps(key) + ": "
+                          + json.dumps(value, sort_keys=True, default=str))
+                count += 1
+            out.write("\n  }\n}\n")
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return count
 
 
 def load_manifest(path: Path) -> dict[str, Any]:

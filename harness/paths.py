@@ -6,6 +6,8 @@ A run directory::
     ├── summary.json                         the run report (SWE-bench keys + invalid_ids, error_reasons)
     ├── manifest.json                        what decided the results: config, images, checksums
     ├── harness.log                          JSON lines, one event each, instance id bound
+    ├── .lock                                held (flock) by the one process writing the directory
+    ├── .outcomes.jsonl                      this invocation's tasks as recorded (key, node, pins)
     └── <instance_id>/                       (<instance_id>/attempt-<n>/ when predictions carry attempts)
         ├── report.json                      verdict, tests_status, integrity, timings, image, commands
         ├── patch.diff                       the model patch exactly as graded

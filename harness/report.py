@@ -17,7 +17,7 @@ import os
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from harness import __version__
 from harness.grading.status import ErrorReason, InstanceStatus
@@ -76,6 +76,8 @@ class InstanceResult:
     collected: list[str] = field(default_factory=list)
     cost: float | None = None
     calls: int | None = None
+    #: the node that evaluated it (host name, or the cluster node's name)
+    node: str = ""
 
     @property
     def error_origin(self) -> str | None:
@@ -115,6 +117,7 @@ class InstanceResult:
             "cost": self.cost,
             "calls": self.calls,
             "collected": self.collected,
+            "node": self.node,
             "harness_version": __version__,
             "schema_version": SCHEMA_VERSION,
         }
@@ -147,6 +150,7 @@ class InstanceResult:
             commands=[CommandRecord(**c) for c in data.get("commands", [])],
             exception=data.get("exception"), attempts=data.get("attempts", []),
             cost=data.get("cost"), calls=data.get("calls"), collected=data.get("collected", []),
+            node=data.get("node") or "",
         )
 
 
@@ -218,31 +222,66 @@ def summarise(run_id: str, model: str, total_ids: Iterable[str], results: Iterab
     }
 
 
-def load_run_results(root: Path) -> list[InstanceResult]:
+@dataclass(frozen=True)
+class SlimResult:
+    """What the summary needs of one result (read from its report.json)."""
+
+    instance_id: str
+    attempt: int | None
+    status: InstanceStatus
+    resolved: bool
+    error_reason: ErrorReason | None
+    patch_exists: bool
+
+    @property
+    def error_origin(self) -> str | None:
+        return self.error_reason.origin if self.error_reason else None
+
+
+def iter_run_results(root: Path) -> Iterator[SlimResult]:
     """Every graded result in a run directory (``<id>/report.json`` and
-    ``<id>/attempt-<n>/report.json``), whatever sitting wrote it; unreadable reports are
-    skipped (they are incomplete: report.json is written last)."""
-    found = []
-    for path in sorted([*Path(root).glob("*/report.json"), *Path(root).glob("*/attempt-*/report.json")]):
+    ``<id>/attempt-<n>/report.json``), whatever sitting wrote it, one at a time.
+    Unreadable reports are skipped (incomplete: report.json is written last)."""
+    def slim(path: str) -> SlimResult | None:
         try:
-            found.append(InstanceResult.from_report(json.loads(path.read_text())))
+            with open(path, encoding="utf-8") as handle:
+                data = json.load(handle)
+            reason = data.get("error_reason")
+            return SlimResult(data["instance_id"], data.get("attempt"), InstanceStatus(data["status"]),
+                              bool(data.get("resolved")), ErrorReason(reason) if reason else None,
+                              bool(data.get("patch_exists")))
         except (OSError, ValueError, KeyError, TypeError):
-            continue
-    return found
+            return None
+
+    with os.scandir(root) as entries:
+        for entry in entries:
+            if not entry.is_dir(follow_symlinks=False) or entry.name.startswith("."):
+                continue
+            found = slim(os.path.join(entry.path, "report.json"))
+            if found is not None:
+                yield found
+            with os.scandir(entry.path) as inner:
+                for sub in inner:
+                    if sub.name.startswith("attempt-") and sub.is_dir(follow_symlinks=False):
+                        found = slim(os.path.join(sub.path, "report.json"))
+                        if found is not None:
+                            yield found
 
 
 def summarise_run_directory(run_id: str, model: str, root: Path, set_ids: Iterable[str],
-                            fresh: list[InstanceResult], input_errors: dict[str, str]) -> dict[str, Any]:
-    """``summary.json`` over every graded instance in the run directory (earlier sittings
-    included); ``this_invocation`` reports the subset just run."""
-    merged = {(r.instance_id, r.attempt): r for r in load_run_results(root)}
-    merged.update({(r.instance_id, r.attempt): r for r in fresh})
-    results = list(merged.values())
+                            fresh_keys: Iterable[tuple[str, int | None]], input_errors: dict[str, str]) -> dict[str, Any]:
+    """``summary.json`` over every graded instance in the run directory (earlier
+    sittings included), read from disk; ``this_invocation`` reports the tasks just run
+    (``fresh_keys``: their (instance id, attempt))."""
+    results = sorted(iter_run_results(root), key=lambda r: (r.instance_id, r.attempt or 0))
+    fresh = set(fresh_keys)
+    now_results = [r for r in results if (r.instance_id, r.attempt) in fresh]
+    set_ids = set(set_ids)
     all_ids = sorted({*set_ids, *(r.instance_id for r in results)})
     summary = summarise(run_id, model, all_ids, results, input_errors,
                         empty_patch_ids=[r.instance_id for r in results if not r.patch_exists])
-    now = summarise(run_id, model, sorted(set(set_ids)), fresh, input_errors,
-                    empty_patch_ids=[r.instance_id for r in fresh if not r.patch_exists])
+    now = summarise(run_id, model, sorted(set_ids), now_results, input_errors,
+                    empty_patch_ids=[r.instance_id for r in now_results if not r.patch_exists])
     summary["this_invocation"] = {key: now[key] for key in (
         "total_instances", "submitted_instances", "resolved_instances", "error_instances", "submitted_ids",
         "resolved_ids", "unresolved_ids", "error_ids")}

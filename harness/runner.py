@@ -1,23 +1,31 @@
 """The batch: what to run, in which order, and where the results go.
 
-:class:`BatchRunner` turns (instances, predictions) into tasks, checks every task's
-repository up front (missing commits, objects and submodules are graded
-``repository_unavailable`` before anything is built), prepares each task's images
-(:mod:`harness.preparation`; shared layers are built once, under locks), evaluates it with bounded retries for
-infrastructure errors only, and writes every result atomically. *Where* a task runs is
-the :class:`Executor`'s business (threads on this machine here; a Ray executor spreading
-tasks over machines would implement the same protocol) and grading never depends on it.
+Two halves meet at the executor seam (:mod:`harness.executors`)::
+
+    driver (BatchRunner)                         a node (TaskEvaluator), any number of them
+    ─────────────────────                        ───────────────────────────────────────────
+    tasks → TaskRequest (task, the checksums  ─▶ prepare the images on this node's engine,
+            of an earlier result, a token)       reuse or evaluate (bounded retries for
+                                                 infrastructure errors only, never a verdict)
+    write the run directory, atomically,     ◀─ TaskOutcome: report, raw outputs, pins (data)
+    as each outcome arrives; pins streamed
+
+*Where* a task runs is the executor's business (threads on this machine, or a Ray
+cluster) and grading never depends on it: the node runs exactly the same
+:class:`TaskEvaluator` against its own engine, and only the driver writes. The driver
+keeps no per-task state in memory (outcomes go to disk as they arrive; the manifest and
+the summary are built from the run directory), so its memory does not grow with the run.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import json
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Protocol, TypeVar
+from typing import Iterable
 
 import docker
 from tenacity import (RetryCallState, Retrying, retry_if_exception, retry_if_exception_type, stop_after_attempt,
@@ -25,42 +33,22 @@ from tenacity import (RetryCallState, Retrying, retry_if_exception, retry_if_exc
 
 from harness import __version__
 from harness.engine.sandbox import DockerBackend, Limits
-from harness.errors import ContainerDied, ImageBuildError, InfrastructureError, InputError, ServiceUnavailable
-from harness.evaluation import EvalConfig, Evaluation, Evaluator, exception_record
+from harness.engine.client import engine_alive
+from harness.errors import (ContainerDied, EngineLost, ImageBuildError, InfrastructureError, InputError,
+                            ServiceUnavailable)
+from harness.evaluation import EvalConfig, Evaluation, Evaluator, RunOutputs, exception_record
 from harness.grading.status import ErrorReason, InstanceStatus
 from harness.hashing import content_hash
 from harness.instances import Instance
 from harness.manifest import task_pins
 from harness.logs import get_logger
-from harness.paths import RunPaths
 from harness.predictions import Prediction
 from harness.preparation import Prepared, Preparer
 from harness.repos import GitDir, RepositoryUnavailable, blob_mode, read_blob
-from harness.report import InstanceResult, write_json_atomic, write_text_atomic
+from harness.report import InstanceResult
 from harness.specs import EnvSpec
 
-T = TypeVar("T")
-R = TypeVar("R")
-
-
-class Executor(Protocol):
-    """Runs ``work`` over tasks and calls ``on_done`` as each finishes (any order)."""
-
-    def run(self, tasks: list[T], work: Callable[[T], R], on_done: Callable[[T, R], None]) -> None: ...
-
-
-class LocalExecutor:
-    """A thread pool on this machine; each task is isolated in its own container."""
-
-    def __init__(self, max_workers: int = 1) -> None:
-        self.max_workers = max(1, max_workers)
-
-    def run(self, tasks, work, on_done) -> None:
-        with concurrent.futures.ThreadPoolExecutor(self.max_workers, thread_name_prefix="harness") as pool:
-            futures = {pool.submit(work, task): task for task in tasks}
-            for future in concurrent.futures.as_completed(futures):
-                on_done(futures[future], future.result())
-
+__all__ = ["Prepared", "Preparer", "RunConfig", "Task", "TaskEvaluator", "TaskOutcome", "TaskRequest"]
 
 @dataclass(frozen=True)
 class RunConfig:
@@ -74,6 +62,13 @@ class RunConfig:
     force: bool = False
     #: a reference-patch run of the same instances: collected test ids are compared with it
     control_dir: Path | None = None
+    #: seconds one task (preparation + evaluation) may take before it is killed with its
+    #: container and recorded as ``deadline_exceeded`` (never retried)
+    task_timeout: float = 7200.0
+    #: HOST:PORT of a registry: images are pulled from it instead of built, and pushed after a build
+    registry: str | None = None
+    #: how often one task is re-queued after the node running it was lost
+    requeue_budget: int = 3
     #: the run's label on its containers (default: the run id); ``harness validate`` gives
     #: its gold-1..N runs labels of their own, so that no other process's cleanup of a run
     #: called gold-1 removes them
@@ -88,9 +83,48 @@ class Task:
     instance: Instance
     prediction: Prediction
 
+    @property
+    def key(self) -> str:
+        return self.prediction.key
 
-#: Files a result may leave beside report.json; all are removed before a new one is written.
-STALE_ARTEFACTS = ("test_output.txt", "results.xml", "build.log", "commands.json", "patch.diff", "instance.json")
+
+@dataclass(frozen=True)
+class TaskRequest:
+    """What the driver sends a node for one task."""
+
+    task: Task
+    #: the checksums of a complete earlier result of this task in the run directory (its
+    #: ``report.json``), or None: the node reuses it when its own inputs still match
+    previous: dict | None = None
+    #: labels this task's containers (deadline kill, Ctrl-C, a lost node's cleanup)
+    token: str = ""
+    #: prepare and return the pins only (``--manifest`` checks), evaluate nothing
+    pins_only: bool = False
+
+
+@dataclass
+class TaskOutcome:
+    """What a node returns for one task: data only; the driver writes it."""
+
+    key: str
+    #: None when an earlier result was reused (``reused``) or only pins were asked for
+    result: InstanceResult | None = None
+    outputs: RunOutputs | None = None
+    build_log: str = ""
+    pins: dict | None = None
+    reused: bool = False
+    node: str = ""
+    #: the node's engine stopped answering: the driver may re-queue the task elsewhere
+    engine_lost: bool = False
+    #: the executor's id of the node (Ray's node id), so that a re-queue can avoid it
+    node_id: str = ""
+
+
+def node_name() -> str:
+    """This node's name in reports: $HARNESS_NODE_NAME (set by harness node), else the host name."""
+    import os
+    return os.environ.get("HARNESS_NODE_NAME") or socket.gethostname()
+
 
 _PROTECTED_CACHE: dict[Path, frozenset[str]] = {}
 
@@ -116,29 +150,39 @@ def protected_modules(wheel_dir: Path) -> frozenset[str]:
     return _PROTECTED_CACHE[wheel_dir]
 
 
-class BatchRunner:
-    def __init__(self, config: RunConfig, client: docker.DockerClient, preparer: Preparer,
-                 executor: Executor | None = None,
-                 progress: Callable[[InstanceResult], None] | None = None) -> None:
+class TaskEvaluator:
+    """What a node does for one task, against its own engine: prepare, reuse or evaluate,
+    and return a :class:`TaskOutcome`. Writes nothing to the run directory. Thread-safe:
+    an executor may call :meth:`evaluate` from several threads."""
+
+    def __init__(self, config: RunConfig, client: docker.DockerClient, preparer: Preparer, *,
+                 scope: str | None = None, node: str | None = None) -> None:
         self.config = config
         self.client = client
         self.preparer = preparer
-        self.paths = RunPaths.create(config.output_dir, config.run_id)
-        self.backend = DockerBackend(client, config.label or config.run_id, limits=config.limits,
-                                     run_dir=content_hash(str(self.paths.root)))
-        self.executor = executor or LocalExecutor(config.max_workers)
-        self.progress = progress
-        self._lock = threading.Lock()
-        #: per task key ("id" or "id/attempt-n"): the pins that decided its result (manifest.json)
-        self.pins: dict[str, dict] = {}
+        import os
+        self.node = node or node_name()
+        # Containers carry the node label only under a node agent (harness node), which
+        # removes them when its node is lost; a plain local run has no such agent.
+        self.backend = DockerBackend(client, config.label or config.run_id, limits=config.limits, run_dir=scope,
+                                     node=os.environ.get("HARNESS_NODE_NAME", ""))
+        self._engine_lost = False
 
     # ------------------------------------------------------------------ one task
-    def evaluate(self, task: Task) -> InstanceResult:
+    def evaluate(self, request: TaskRequest) -> TaskOutcome:
+        """Prepare, then reuse or evaluate one task. Never raises for the task's own
+        failures: they are results. ``engine_lost`` says the engine stopped answering."""
+        task = request.task
         instance, prediction = task.instance, task.prediction
         log = get_logger(instance_id=instance.instance_id, attempt=prediction.attempt,
-                         run_id=self.config.run_id)
+                         run_id=self.config.run_id, node=self.node)
         log.info("instance.start", model=prediction.model_name_or_path)
         started = time.monotonic()
+        if self._engine_lost:  # fail fast while the engine is gone; resume when it is back
+            if not engine_alive(self.client):
+                return self._failed(task, ErrorReason.ENGINE_LOST, EngineLost(
+                    f"the Docker engine of node {self.node} does not answer"), started, log)
+            self._engine_lost = False
         try:
             prepared = self._prepare_with_retries(instance, log)
         except (InputError, RepositoryUnavailable) as exc:
@@ -146,25 +190,24 @@ class BatchRunner:
                       else ErrorReason.MALFORMED_INSTANCE)
             return self._failed(task, reason, exc, started, log)
         except ImageBuildError as exc:
-            return self._failed(task, ErrorReason.ENVIRONMENT_BUILD_FAILED, exc, started, log, exc.log or "",
-                                log_path=getattr(exc, "log_path", None))
+            outcome = self._failed(task, ErrorReason.ENVIRONMENT_BUILD_FAILED, exc, started, log, exc.log or "")
+            outcome.result.image = {"build_log": exc.log_path, "build_log_file": "build.log"}
+            return outcome
         except Exception as exc:  # a bug or an unexpected engine state: recorded, batch goes on
             return self._failed(task, ErrorReason.HARNESS_ERROR, exc, started, log)
         prep_seconds = time.monotonic() - started
-        with self._lock:
-            self.pins[task.prediction.key] = task_pins(self.cache_key(task, prepared), prepared)
-        if not self.config.force:
-            previous = self._reusable(task, prepared)
-            if previous is not None:
-                log.info("instance.reused", status=previous.status.value)
-                return previous
+        pins = task_pins(self.cache_key(task, prepared), prepared)
+        if request.pins_only:
+            return TaskOutcome(task.key, pins=pins, node=self.node)
+        if not self.config.force and self._reusable(request.previous, task, prepared):
+            return TaskOutcome(task.key, pins=pins, reused=True, node=self.node)
 
         attempts: list[dict] = []
 
         def record(state: RetryCallState) -> None:
             exc = state.outcome.exception() if state.outcome else None
             attempts.append({"attempt": state.attempt_number, "error": type(exc).__name__ if exc else None,
-                             "message": str(exc)[:500] if exc else None})
+                             "message": str(exc)[:500] if exc else None, "node": self.node})
             log.warning("instance.retry", attempt=state.attempt_number, error=str(exc)[:200])
 
         pristine_repo = _PristineReader(prepared.export_path or prepared.repo_path,
@@ -180,21 +223,24 @@ class BatchRunner:
                                           self._eval_config(prepared.spec), prepared.protected_modules)
                     evaluation = evaluator.run(lambda: self.backend.start(
                         prepared.image.tag, instance.instance_id, hosts=prepared.spec.service_hosts,
-                        net_admin=prepared.spec.needs_net_admin))
+                        net_admin=prepared.spec.needs_net_admin, task=request.token))
         except InfrastructureError as exc:
-            attempts.append({"attempt": len(attempts) + 1, "error": type(exc).__name__, "message": str(exc)[:500]})
+            attempts.append({"attempt": len(attempts) + 1, "error": type(exc).__name__, "message": str(exc)[:500],
+                             "node": self.node})
             if isinstance(exc, ServiceUnavailable):
                 reason = ErrorReason.SERVICE_UNAVAILABLE
             elif isinstance(exc, ContainerDied):
                 reason = ErrorReason.CONTAINER_DIED
             else:
                 reason = ErrorReason.HARNESS_ERROR
-            result = self._failed(task, reason, exc, started, log, write=False)
-            result.attempts = attempts
-            self._write(task, result, None)
-            return result
+            outcome = self._failed(task, reason, exc, started, log)
+            outcome.result.attempts = attempts
+            outcome.pins = pins
+            return outcome
         except Exception as exc:
-            return self._failed(task, ErrorReason.HARNESS_ERROR, exc, started, log)
+            outcome = self._failed(task, ErrorReason.HARNESS_ERROR, exc, started, log)
+            outcome.pins = pins
+            return outcome
         finally:
             pristine_repo.close()
         result = evaluation.result
@@ -205,16 +251,26 @@ class BatchRunner:
                         "inputs_hash": prepared.image.inputs_hash, "env_tag": prepared.env_image.tag,
                         "env_id": prepared.env_image.image_id, "tree_sha": prepared.tree_sha,
                         "built": prepared.image.built, "build_seconds": round(prepared.image.build_seconds, 3),
+                        "pulled": prepared.image.pulled, "env_pulled": prepared.env_image.pulled,
                         "interpreter": prepared.interpreter, "build_logs": prepared.build_logs,
                         "prepare_seconds": prepared.timings, "submodules": prepared.submodules}
         result.checksums.update({k: v for k, v in self.cache_key(task, prepared).items() if k != "image_inputs"})
-        if self.config.control_dir is not None:
-            compare_with_control(result, instance, self.config.control_dir)
-        self._write(task, result, evaluation)
+        result.node = self.node
         log.info("instance.done", status=result.status.value, resolved=result.resolved,
                  error_reason=result.error_reason.value if result.error_reason else None,
                  seconds=result.timings.get("wall"))
-        return result
+        return TaskOutcome(task.key, result, evaluation.outputs, pins=pins, node=self.node)
+
+    def stop(self) -> None:
+        """The run is stopping: start no container, retry nothing."""
+        self.backend.stopped = True
+
+    def kill_task(self, token: str) -> int:
+        """Remove the containers of one task (its deadline passed). Never raises."""
+        try:
+            return self.backend.kill_task(token)
+        except InfrastructureError:
+            return 0
 
     def _eval_config(self, spec: EnvSpec) -> EvalConfig:
         """The run's grading configuration, as the spec adjusts it (a test runner's own
@@ -230,26 +286,13 @@ class BatchRunner:
                 "spec": prepared.spec.checksum(), "grading": self.config.grading_key(),
                 "image_inputs": prepared.image.inputs_hash}
 
-    def _reusable(self, task: Task, prepared: Prepared) -> InstanceResult | None:
-        """A complete earlier result for the same inputs, or None (resume)."""
-        path = self.paths.instance_dir(task.instance.instance_id, task.prediction.attempt) / "report.json"
-        previous = load_report(path) if path.exists() else None
-        if previous is None or previous.error_origin == "harness":
-            return None
+    def _reusable(self, previous: dict | None, task: Task, prepared: Prepared) -> bool:
+        """Whether the earlier result (its checksums, read by the driver) was decided by
+        exactly these inputs (resume)."""
+        if previous is None:
+            return False
         key = self.cache_key(task, prepared)
-        recorded = {**previous.checksums, "image_inputs": previous.image.get("inputs_hash")}
-        if any(recorded.get(k) != v for k, v in key.items()):
-            return None
-        return previous
-
-    def preflight(self, tasks: list[Task]) -> dict[str, dict]:
-        """Prepare every task (building what is missing) and return its pins, without
-        evaluating anything: used to check a run against a pinned manifest first."""
-        pins = {}
-        for task in tasks:
-            prepared = self._prepare_with_retries(task.instance, get_logger(instance_id=task.instance.instance_id))
-            pins[task.prediction.key] = task_pins(self.cache_key(task, prepared), prepared)
-        return pins
+        return all(previous.get(k) == v for k, v in key.items())
 
     def _prepare_with_retries(self, instance: Instance, log) -> Prepared:
         for attempt in Retrying(stop=stop_after_attempt(self.config.retries),
@@ -261,83 +304,36 @@ class BatchRunner:
         raise AssertionError("unreachable")
 
     def _failed(self, task: Task, reason: ErrorReason, exc: BaseException, started: float, log,
-                build_log: str = "", write: bool = True, log_path: str | None = None) -> InstanceResult:
-        instance, prediction = task.instance, task.prediction
-        result = InstanceResult(
-            instance_id=instance.instance_id, repo=instance.repo,
-            model_name_or_path=prediction.model_name_or_path, status=InstanceStatus.INVALID,
-            attempt=prediction.attempt, error_reason=reason, error_detail=str(exc)[-4000:],
-            patch_is_None=prediction.model_patch is None, patch_exists=not prediction.is_empty,
-            f2p_failure=list(instance.fail_to_pass), p2p_failure=list(instance.pass_to_pass),
-            checksums={"instance": instance.checksum(), "patch": prediction.checksum(),
-                       "grading": self.config.grading_key()},
-            exception=exception_record(exc),
-        )
+                build_log: str = "") -> TaskOutcome:
+        result = failure_result(task, reason, exc, self.config.grading_key(), self.node)
         if build_log:
             result.integrity_details["build_log_tail"] = build_log[-4000:]
-            result.image = {"build_log": log_path, "build_log_file": "build.log"}
         result.timings["wall"] = round(time.monotonic() - started, 4)
-        log.error("instance.error", error_reason=reason.value, error=str(exc)[:300])
-        if write:
-            self._write(task, result, None, build_log=build_log)
-        return result
+        engine_lost = reason is ErrorReason.ENGINE_LOST
+        if reason is ErrorReason.HARNESS_ERROR and not engine_alive(self.client):
+            # The engine itself is gone (killed, restarted): say so, and fail the
+            # following tasks fast until it answers again.
+            self._engine_lost = engine_lost = True
+            result.error_reason = ErrorReason.ENGINE_LOST
+            result.error_detail = f"the Docker engine of node {self.node} stopped answering: {exc}"[-4000:]
+        log.error("instance.error", error_reason=result.error_reason.value, error=str(exc)[:300])
+        return TaskOutcome(task.key, result, None, build_log=build_log, node=self.node, engine_lost=engine_lost)
 
-    def _write(self, task: Task, result: InstanceResult, evaluation: Evaluation | None,
-               build_log: str = "") -> None:
-        directory = self.paths.instance_dir(task.instance.instance_id, task.prediction.attempt)
-        directory.mkdir(parents=True, exist_ok=True)
-        # An earlier attempt's artefacts never stay beside the new report (report.json
-        # goes first, so a directory without it is incomplete whatever else it holds).
-        for stale in ("report.json", *STALE_ARTEFACTS):
-            (directory / stale).unlink(missing_ok=True)
-        if build_log:
-            write_text_atomic(directory / "build.log", build_log)
-        write_text_atomic(directory / "patch.diff", task.prediction.model_patch or "")
-        write_json_atomic(directory / "instance.json", task.instance.to_record())
-        write_json_atomic(directory / "commands.json", [c.__dict__ for c in result.commands])
-        if evaluation is not None:
-            write_text_atomic(directory / "test_output.txt", evaluation.outputs.test_output)
-            if evaluation.outputs.junit_xml is not None:
-                write_text_atomic(directory / "results.xml", evaluation.outputs.junit_xml)
-        write_json_atomic(directory / "report.json", result.to_report())  # last: marks completion
 
-    # ------------------------------------------------------------------ the batch
-    def run(self, tasks: list[Task]) -> list[InstanceResult]:
-        """Evaluate every task; one task's failure never stops the others."""
-        results: list[InstanceResult] = []
-
-        def on_done(task: Task, result: InstanceResult) -> None:
-            # Everything is in report.json already; keep only what the summary and the
-            # table need, so a batch's memory does not grow with its command logs.
-            result.commands, result.collected, result.parse_notes = [], [], []
-            with self._lock:
-                results.append(result)
-            if self.progress:
-                self.progress(result)
-
-        # Containers left by an earlier, killed invocation of this run are removed first.
-        leftovers = self.backend.cleanup_run()
-        if leftovers:
-            get_logger(run_id=self.config.run_id).warning("run.cleaned_leftovers", containers=leftovers)
-        # Repositories first, for the whole set: a missing commit, object or submodule is
-        # graded before any image is built.
-        unavailable = self.preparer.check_repositories(list({t.instance.instance_id: t.instance
-                                                              for t in tasks}.values()))
-        runnable = []
-        for task in tasks:
-            exc = unavailable.get(task.instance.instance_id)
-            if exc is None:
-                runnable.append(task)
-                continue
-            log = get_logger(instance_id=task.instance.instance_id, run_id=self.config.run_id)
-            on_done(task, self._failed(task, ErrorReason.REPOSITORY_UNAVAILABLE, exc, time.monotonic(), log))
-        try:
-            self.executor.run(runnable, self.evaluate, on_done)
-        finally:
-            self.backend.cleanup_run()
-        order = {(t.instance.instance_id, t.prediction.attempt): i for i, t in enumerate(tasks)}
-        results.sort(key=lambda r: order.get((r.instance_id, r.attempt), 0))
-        return results
+def failure_result(task: Task, reason: ErrorReason, exc: BaseException, grading_key: str,
+                   node: str = "") -> InstanceResult:
+    """An INVALID result for a task that produced no evidence (preparation failed, the
+    engine or the node was lost, the deadline passed)."""
+    instance, prediction = task.instance, task.prediction
+    return InstanceResult(
+        instance_id=instance.instance_id, repo=instance.repo,
+        model_name_or_path=prediction.model_name_or_path, status=InstanceStatus.INVALID,
+        attempt=prediction.attempt, error_reason=reason, error_detail=str(exc)[-4000:],
+        patch_is_None=prediction.model_patch is None, patch_exists=not prediction.is_empty,
+        f2p_failure=list(instance.fail_to_pass), p2p_failure=list(instance.pass_to_pass),
+        checksums={"instance": instance.checksum(), "patch": prediction.checksum(), "grading": grading_key},
+        exception=exception_record(exc), node=node,
+    )
 
 
 def compare_with_control(result: InstanceResult, instance: Instance, control_dir: Path) -> None:
@@ -400,3 +396,11 @@ def iter_tasks(instances: Iterable[Instance], predictions: Iterable[Prediction])
             tasks.append(Task(inst, pred))
     orphans = sorted(set(by_id) - known)
     return tasks, orphans
+
+
+def __getattr__(name: str):
+    """The driver lives in harness.batch; ``from harness.runner import BatchRunner`` works as before."""
+    if name == "BatchRunner":
+        from harness.batch import BatchRunner
+        return BatchRunner
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

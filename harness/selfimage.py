@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import io
+import json
 import os
 import sys
 import tarfile
@@ -58,6 +59,11 @@ from harness.wheelhouse import LockedWheelhouse, Wheelhouse
 #: Bumped when the way the image is assembled changes outside the Dockerfile.
 SELF_IMAGE_FORMAT = 1
 REPOSITORY = "harness-app"
+#: The cluster's image (docker-compose.yml's profile ``cluster``): the same, with the
+#: ``ray`` extra installed (``harness node``, ``--executor ray``).
+CLUSTER_REPOSITORY = "harness-cluster"
+#: The registry's image: the project's bookworm base with Debian's docker-registry.
+REGISTRY_REPOSITORY = "harness-registry"
 PYTHON = "3.11"
 #: What of the project goes into the image (relative to the project root).
 PROJECT_FILES = ("pyproject.toml", "setup.py", "README.md", "LICENSE")
@@ -119,10 +125,15 @@ def _excluded(name: str) -> bool:
     return name in EXCLUDED_NAMES or name.endswith(EXCLUDED_SUFFIXES)
 
 
-def _requirements(root: Path) -> tuple[list[str], list[str]]:
-    """(runtime dependencies, build-system requirements) from ``pyproject.toml``."""
+def _requirements(root: Path, extras: tuple[str, ...] = ()) -> tuple[list[str], list[str]]:
+    """(runtime dependencies with ``extras``, build-system requirements) from ``pyproject.toml``."""
     data = tomllib.loads((root / "pyproject.toml").read_text())
     runtime = [str(r) for r in data.get("project", {}).get("dependencies", [])]
+    optional = data.get("project", {}).get("optional-dependencies", {})
+    for extra in extras:
+        if extra not in optional:
+            raise InputError(f"pyproject.toml has no extra {extra!r}", field="extras")
+        runtime += [str(r) for r in optional[extra] if str(r) not in runtime]
     build = [str(r) for r in data.get("build-system", {}).get("requires", ["setuptools", "wheel"])]
     return runtime, build
 
@@ -144,7 +155,8 @@ _FROM_CHECKOUT: Any = object()
 
 def harness_image_inputs(client: docker.DockerClient, cache_dir: Path,
                          project_root: Path | None = None,
-                         commit: str | None = _FROM_CHECKOUT) -> tuple[dict[str, Any], dict[str, Any]]:
+                         commit: str | None = _FROM_CHECKOUT,
+                         extras: tuple[str, ...] = ()) -> tuple[dict[str, Any], dict[str, Any]]:
     """(hashed inputs, build material) of the harness image. Bootstraps the base and fills
     the wheelhouses when absent (both need the host: mmdebstrap and PyPI). ``commit`` is
     recorded in the wheel; by default the HEAD of ``project_root`` when it is a checkout."""
@@ -157,7 +169,7 @@ def harness_image_inputs(client: docker.DockerClient, cache_dir: Path,
         raise InputError(f"{root / DOCKERFILE} is missing", field="project_root")
     images = ImageBuilder(client, Path(cache_dir))
     base = images.base(PYTHON)
-    runtime, build = _requirements(root)
+    runtime, build = _requirements(root, extras)
     runtime_house = _lock(images, Path(cache_dir), runtime, "dependencies")
     build_house = _lock(images, Path(cache_dir), build, "[build-system] requires")
     inputs = {
@@ -169,6 +181,8 @@ def harness_image_inputs(client: docker.DockerClient, cache_dir: Path,
         "project": content_hash([[f.relpath, f.mode, f.sha256] for f in files], 64),
         "commit": commit,
     }
+    if extras:
+        inputs["extras"] = sorted(extras)
     material = {"root": root, "files": files, "base": base, "runtime": runtime_house, "build": build_house,
                 "commit": commit}
     return inputs, material
@@ -188,12 +202,15 @@ def build_harness_image(client: docker.DockerClient, cache_dir: Path, *,
 
 
 def build_harness_image_ref(client: docker.DockerClient, cache_dir: Path, *,
-                            project_root: Path | None = None, commit: str | None = _FROM_CHECKOUT) -> ImageRef:
-    """:func:`build_harness_image`, returning the full :class:`ImageRef` (built or found, timing)."""
+                            project_root: Path | None = None, commit: str | None = _FROM_CHECKOUT,
+                            extras: tuple[str, ...] = ()) -> ImageRef:
+    """:func:`build_harness_image`, returning the full :class:`ImageRef` (built or found,
+    timing). With ``extras`` (``("ray",)``): the cluster's image, ``harness-cluster``."""
     cache_dir = Path(cache_dir)
-    inputs, material = harness_image_inputs(client, cache_dir, project_root, commit)
+    inputs, material = harness_image_inputs(client, cache_dir, project_root, commit, extras)
     inputs_hash = content_hash(inputs)
-    tag = f"{REPOSITORY}:{inputs_hash}"
+    repository = CLUSTER_REPOSITORY if extras else REPOSITORY
+    tag = f"{repository}:{inputs_hash}"
     images = ImageBuilder(client, cache_dir)
     image = images._find(tag)
     built, seconds = False, 0.0
@@ -206,9 +223,9 @@ def build_harness_image_ref(client: docker.DockerClient, cache_dir: Path, *,
                 labels[f"{LABEL_PREFIX}.python"] = f"{VENV_DIR}/bin/python"
                 image = _build(client, tag, material, labels)
                 built, seconds = True, time.monotonic() - started
-    latest = images._find(f"{REPOSITORY}:latest")
+    latest = images._find(f"{repository}:latest")
     if latest is None or latest.id != image.id:
-        client.api.tag(image.id, REPOSITORY, "latest", force=True)
+        client.api.tag(image.id, repository, "latest", force=True)
     return ImageRef(tag, image.id, "app", inputs_hash, built, seconds, dict(image.labels or {}))
 
 
@@ -248,10 +265,12 @@ def _build(client: docker.DockerClient, tag: str, material: dict[str, Any], labe
 
 
 def _remove_build_stage(client: docker.DockerClient, tag: str) -> None:
-    """Remove the untagged image of the Dockerfile's build stage (wheels, build backend)."""
+    """Remove the untagged image of the Dockerfile's build stage (the project's wheel, the
+    build backend). Its parent layers (the dependencies, installed per lock) stay in the
+    engine's build cache, so that the next build after a code change reuses them."""
     for image in client.images.list(filters={"dangling": True, "label": f"{LABEL_PREFIX}.build-stage-of={tag}"}):
         try:
-            client.images.remove(image.id, noprune=False)
+            client.images.remove(image.id, noprune=True)
         except APIError:
             pass  # in use or already gone: harmless, it is only disk space
 
@@ -277,6 +296,34 @@ def _add_file(tar: tarfile.TarFile, name: str, path: Path, mode: int) -> None:
     info.mode = mode
     with open(path, "rb") as handle:
         tar.addfile(info, handle)
+
+
+def build_registry_image(client: docker.DockerClient, cache_dir: Path) -> ImageRef:
+    """``harness-registry:latest``: the bookworm base bootstrapped with Debian's
+    docker-registry (the cluster profile's registry; no registry image is pulled)."""
+    ref = ImageBuilder(client, Path(cache_dir)).base(PYTHON, ("docker-registry",))
+    client.api.tag(ref.image_id, REGISTRY_REPOSITORY, "latest", force=True)
+    return ref
+
+
+def publish_prepared(client: docker.DockerClient, registry: str, prepared_tags: list[str]) -> list[str]:
+    """Push prepared layers (and the base each environment is built on) to ``registry``
+    under their content-hash tags, so that cluster nodes pull instead of building."""
+    from harness.engine.registry import Registry
+    target = Registry(client, registry)
+    tags: list[str] = []
+    for tag in prepared_tags:
+        image = client.images.get(tag)
+        base_id = json.loads((image.labels or {}).get(f"{LABEL_PREFIX}.inputs", "{}")).get("base")
+        if base_id:
+            tags += [t for t in client.images.get(base_id).tags if t.startswith("harness-base:")][:1]
+        tags.append(tag)
+    pushed = []
+    for tag in dict.fromkeys(tags):
+        if target.publish(tag) is None:
+            raise HarnessError(f"pushing {tag} to {registry} failed (see the log)")
+        pushed.append(tag)
+    return pushed
 
 
 # ---------------------------------------------------------------------------- offline preparation
@@ -336,6 +383,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prepare", type=Path, action="append", default=None, metavar="INSTANCES",
                         help="instance set to prepare the cache for (repeatable; default: the demo set)")
     parser.add_argument("--no-prepare", action="store_true", help="only build the image")
+    parser.add_argument("--cluster", action="store_true",
+                        help="also build harness-cluster:latest (with Ray) and harness-registry:latest, the "
+                             "images of docker-compose.yml's cluster profile")
+    parser.add_argument("--registry", metavar="HOST:PORT",
+                        help="push the prepared base, environment and instance images to this registry")
     args = parser.parse_args(argv)
     cache_dir = args.cache_dir.expanduser().resolve() if args.cache_dir else cache_root()
     try:
@@ -344,12 +396,22 @@ def main(argv: list[str] | None = None) -> int:
         ref = build_harness_image_ref(client, cache_dir)
         verb = f"built in {ref.build_seconds:.1f} s" if ref.built else "up to date"
         print(f"harness image {ref.tag} ({verb}), tagged {REPOSITORY}:latest", file=sys.stderr)
+        if args.cluster:
+            cluster = build_harness_image_ref(client, cache_dir, extras=("ray",))
+            registry = build_registry_image(client, cache_dir)
+            print(f"cluster image {cluster.tag}, tagged {CLUSTER_REPOSITORY}:latest; registry image "
+                  f"{registry.tag}, tagged {REGISTRY_REPOSITORY}:latest", file=sys.stderr)
         failures = 0
         if not args.no_prepare:
             for instances in args.prepare or [DEMO_DIR / "instances.jsonl"]:
                 done, failed = prepare_offline(client, cache_dir, instances.expanduser().resolve())
                 for line in done:
                     print(f"prepared {line}", file=sys.stderr)
+                if args.registry:
+                    prepared = [t for line in done for t in line.replace(",", " ").split()
+                                if t.startswith(("harness-env:", "harness-inst:"))]
+                    pushed = publish_prepared(client, args.registry, prepared)
+                    print(f"pushed {len(pushed)} image(s) to {args.registry}", file=sys.stderr)
                 for iid, error in failed.items():
                     print(f"harness.selfimage: could not prepare {iid}: {error}", file=sys.stderr)
                 failures += len(failed)

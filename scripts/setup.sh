@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Set up harness on a fresh Debian machine and leave a Docker engine answering:
-#   1. as root, install Debian's docker.io, mmdebstrap, git, python3-venv, chromium and
-#      chromium-driver (browser tests of the HTML report) and docker-registry (a local registry
-#      for the registry-image interpreter source's tests) when absent;
+#   1. as root, install Debian's docker.io, mmdebstrap, git, python3-venv, docker-registry (tests
+#      start local registries), chromium and chromium-driver (browser tests of the HTML report) when absent;
 #   2. create .venv and install the harness (with its test extras) into it;
 #   3. start dockerd if nothing answers (stale pid files cleared) and wait for it.
 # Idempotent: a second run changes nothing and takes seconds.

@@ -82,3 +82,21 @@ def leftover_containers(client, *run_ids: str) -> list:
         found += client.containers.list(all=True, filters={"label": label})
         found += client.volumes.list(filters={"label": label})
     return found
+
+
+@pytest.fixture
+def local_registry(tmp_path):
+    """A real registry (Debian's docker-registry) on 127.0.0.1 with its own storage, for
+    one test. Yields ``127.0.0.1:<port>``. (tests.fixtures.services.start_registry)"""
+    from tests.fixtures.services import start_registry
+    with start_registry(tmp_path / "registry-storage") as address:
+        yield address
+
+
+@pytest.fixture(scope="session")
+def session_registry(tmp_path_factory):
+    """One registry for the session (same as ``local_registry``, shared by tests that
+    seed it once, e.g. with the demo set's base and environment images)."""
+    from tests.fixtures.services import start_registry
+    with start_registry(tmp_path_factory.mktemp("session-registry") / "storage") as address:
+        yield address

@@ -15,9 +15,14 @@ import time
 from pathlib import Path
 
 import docker
+import requests
 from docker.errors import DockerException
 
 from harness.errors import EngineUnavailable
+
+#: What the Docker SDK raises when the engine does not answer at all (socket gone, daemon
+#: killed, connection reset). An APIError is different: the engine answered.
+CONNECTION_ERRORS = (requests.exceptions.ConnectionError, requests.exceptions.Timeout)
 
 DOCKERD_LOG = Path("/var/log/harness-dockerd.log")
 STALE_PID_FILES = (Path("/var/run/docker.pid"), Path("/run/docker.pid"),
@@ -37,6 +42,14 @@ def connect(timeout: float = 120) -> docker.DockerClient:
         raise EngineUnavailable(
             f"no Docker engine answers ({exc.__class__.__name__}). Start one with "
             "`harness doctor --start-engine` (as root) or `bash scripts/setup.sh`.") from None
+
+
+def engine_alive(client: docker.DockerClient) -> bool:
+    """Whether the engine behind ``client`` answers a ping (a dead socket fails at once)."""
+    try:
+        return bool(client.api.ping())
+    except (DockerException, *CONNECTION_ERRORS):
+        return False
 
 
 def engine_answers() -> bool:

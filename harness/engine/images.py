@@ -20,7 +20,9 @@ interpreter): base → interpreter → environment → instance.
 * **instance**: see :mod:`harness.engine.instance_layer`.
 
 Every tag carries a content hash of its inputs, so changing an input rebuilds that layer
-and nothing else. Builds run with ``network_mode=none``. Every build's whole log is kept
+and nothing else. With a registry (``use_registry``), a missing layer is pulled and verified
+instead of built, and a layer built here is pushed (harness.engine.registry); without one,
+every engine builds its own (same tags, same results). Builds run with ``network_mode=none``. Every build's whole log is kept
 under ``<cache>/build-logs/`` (:attr:`ImageRef.log_path`).
 """
 
@@ -71,6 +73,8 @@ class ImageRef:
     build_seconds: float = 0.0
     labels: dict | None = None
     log_path: str | None = None
+    #: ``HOST:PORT/name@sha256:...`` when this engine pulled it from a registry (--registry)
+    pulled: str | None = None
 
 
 @dataclass(frozen=True)
@@ -178,6 +182,14 @@ class ImageBuilder:
         self.bases = bases or BaseDefinition.load()
         self.lock_dir = self.cache_dir / "locks"
         self.log_dir = self.cache_dir / "build-logs"
+        #: a harness.engine.registry.Registry: pull instead of build, push after a build
+        self.registry = None
+
+    def use_registry(self, address: str) -> None:
+        """Pull layers from the registry at ``address`` (HOST:PORT) instead of building
+        them, and push every layer built here (see harness.engine.registry)."""
+        from harness.engine.registry import Registry
+        self.registry = Registry(self.client, address)
 
     # ------------------------------------------------------------------ helpers
     def _find(self, tag: str) -> Any | None:
@@ -207,8 +219,9 @@ class ImageBuilder:
         return {f"{LABEL_PREFIX}.kind": kind, f"{LABEL_PREFIX}.inputs-hash": inputs_hash,
                 f"{LABEL_PREFIX}.inputs": json.dumps(inputs, sort_keys=True, default=str)[:60000]}
 
-    def _cached(self, tag: str, kind: str, inputs_hash: str, build) -> ImageRef:
-        """Find ``tag`` or build it once (under a lock) with ``build()``."""
+    def _cached(self, tag: str, kind: str, inputs_hash: str, build, parent_id: str | None = None) -> ImageRef:
+        """Find ``tag`` on this engine, else pull it from the registry (verified), else
+        build it once (under a lock) with ``build()`` and push it to the registry."""
         image = self._find(tag)
         if image is not None:
             return self._ref(image, kind, inputs_hash)
@@ -216,12 +229,22 @@ class ImageBuilder:
             image = self._find(tag)
             if image is not None:
                 return self._ref(image, kind, inputs_hash)
+            if self.registry is not None:
+                fetched = self.registry.fetch(tag, inputs_hash, parent_id)
+                if fetched is not None:
+                    image, pulled = fetched
+                    ref = self._ref(image, kind, inputs_hash)
+                    return ImageRef(ref.tag, ref.image_id, kind, inputs_hash, False, 0.0, ref.labels, ref.log_path,
+                                    pulled=pulled.reference)
             started = time.monotonic()
             build()
             image = self._find(tag)
             if image is None:
                 raise ImageBuildError(f"building {tag} produced no image")
-            return self._ref(image, kind, inputs_hash, True, time.monotonic() - started)
+            seconds = time.monotonic() - started
+            if self.registry is not None:
+                self.registry.publish(tag)
+            return self._ref(image, kind, inputs_hash, True, seconds)
 
     def docker_build(self, tag: str, dockerfile: str, files: dict[str, Path | bytes],
                      labels: dict[str, str]) -> Any:
@@ -258,8 +281,15 @@ class ImageBuilder:
                   "service_user": [self.bases.service_user, self.bases.service_uid]}
         inputs_hash = content_hash(inputs)
         tag = f"harness-base:{suite}-{inputs_hash}"
-        return self._cached(tag, "base", inputs_hash,
-                            lambda: self._bootstrap(tag, suite, packages, inputs, inputs_hash))
+        ref = self._cached(tag, "base", inputs_hash,
+                           lambda: self._bootstrap(tag, suite, packages, inputs, inputs_hash))
+        if self.registry is not None:  # the compiler packages travel with their base
+            debs = self._debs_tag_for(tag)
+            if ref.built:
+                self.registry.publish(debs)
+            elif self._find(debs) is None:
+                self.registry.fetch(debs, inputs_hash)
+        return ref
 
     def base(self, python: str, extra_apt: tuple[str, ...] = ()) -> ImageRef:
         """The image a Python runs in (kept for callers that only name a version)."""
@@ -285,7 +315,7 @@ class ImageBuilder:
                 'mkdir -p "$1/opt/harness" "$1/testbed"',
                 f'chown {uid}:{uid} "$1/testbed"',
                 "chroot \"$1\" dpkg-query -W -f='${Package}=${Version}\\n' > "
-                f'"$1/opt/harness/base-packages.txt"',
+                '"$1/opt/harness/base-packages.txt"',
                 f'cp "$1/opt/harness/base-packages.txt" {shlex.quote(str(pkglist))}',
                 f'chroot "$1" python3 -c "import platform; print(platform.python_version())" > '
                 f'{shlex.quote(str(version_file))} || true',
@@ -319,8 +349,10 @@ class ImageBuilder:
                 tar.add(str(debs), arcname="debs")
             try:
                 repo, _, version = self._debs_tag_for(tag).partition(":")
+                debs_labels = {**self._labels("base", inputs_hash, inputs), f"{LABEL_PREFIX}.kind": "debs"}
                 self.client.api.import_image_from_file(str(debs_tar), repository=repo, tag=version,
-                                                       changes=[f"LABEL {LABEL_PREFIX}.kind=\"debs\""])
+                                                       changes=[f"LABEL {k}={json.dumps(v)}"
+                                                                for k, v in debs_labels.items()])
                 self.client.api.import_image_from_file(str(rootfs), repository=tag.split(":")[0],
                                                        tag=tag.split(":")[1], changes=changes)
             except APIError as exc:
@@ -355,7 +387,8 @@ RUN dpkg -i /tmp/harness-debs/*.deb > /tmp/dpkg.log 2>&1 || {{ cat /tmp/dpkg.log
 """
         labels = self._labels("cc", inputs_hash, inputs)
         labels[f"{LABEL_PREFIX}.compiler"] = "yes"
-        return self._cached(tag, "cc", inputs_hash, lambda: self.docker_build(tag, dockerfile, {}, labels))
+        return self._cached(tag, "cc", inputs_hash, lambda: self.docker_build(tag, dockerfile, {}, labels),
+                            parent_id=parent.image_id)
 
     def builder(self, interpreter: Interpreter) -> ImageRef:
         """The network-less builder of sdists and tree metadata: the interpreter with a compiler."""
@@ -407,7 +440,7 @@ RUN set -e; {venv_install(exe, home + "/venv", home + "/wheels", home + "/requir
             labels[f"{LABEL_PREFIX}.python-source"] = interpreter.source.describe()
             self.docker_build(tag, dockerfile, files, labels)
 
-        return self._cached(tag, "env", inputs_hash, build)
+        return self._cached(tag, "env", inputs_hash, build, parent_id=parent.image_id)
 
     def instance(self, *args, **kwargs) -> ImageRef:
         from harness.engine.instance_layer import build_instance

@@ -120,7 +120,7 @@ def build_instance(images: ImageBuilder, name_hint: str, spec: EnvSpec, env: Ima
             path = images.log_path(tag)
             path.write_text(note + path.read_text())
 
-    return images._cached(tag, "inst", inputs_hash, build)
+    return images._cached(tag, "inst", inputs_hash, build, parent_id=env.image_id)
 
 
 WRITTEN = "/opt/harness/.install-written"

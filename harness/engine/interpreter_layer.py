@@ -37,7 +37,7 @@ def interpreter(builder: "ImageBuilder", python: str, override: tuple[tuple[str,
                                   f" (choose another interpreter source for {python})")
         return Interpreter(python, version, DEBIAN_PYTHON, source.suite, source, base)
     if source.kind == "image":
-        from harness.engine.registry import interpreter_from_image
+        from harness.engine.interpreter_image import interpreter_from_image
         return interpreter_from_image(builder, python, source, base)
     prefix = interp.inspect_host_prefix(interp.find_pyenv_prefix(source.value) if source.kind == "pyenv"
                                         else Path(source.value))
@@ -49,7 +49,8 @@ def interpreter(builder: "ImageBuilder", python: str, override: tuple[tuple[str,
     inputs_hash = content_hash(inputs)
     tag = f"harness-py:{prefix.version}-{inputs_hash}"
     ref = builder._cached(tag, "py", inputs_hash, lambda: _build_prefix_layer(
-        builder, tag, base, prefix.path, prefix.build_prefix, prefix.executable, inputs, inputs_hash, source))
+        builder, tag, base, prefix.path, prefix.build_prefix, prefix.executable, inputs, inputs_hash, source),
+        parent_id=base.image_id)
     return Interpreter(python, prefix.version, prefix.executable, source.suite, source, ref)
 
 

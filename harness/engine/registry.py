@@ -1,91 +1,154 @@
-"""An interpreter from a registry image (``{image: "python:3.8-slim-bookworm"}``).
+"""Images between machines: a registry that engines pull layers from instead of building.
 
-The image is used when the engine already has it, and pulled otherwise (only when a
-registry is reachable: an unreachable registry is an ImageBuildError naming the image
-and the registry's answer). It is never run with network and never becomes a base
-itself: its interpreter prefix (``/usr/local`` by default) is copied into the harness's
-own base of the same Debian suite, which brings the user, git and the other base
-packages. The image's id and repository digest are recorded in the layer's labels.
+With ``--registry HOST:PORT`` every layer (base, builder, environment, instance) is
+looked up in the registry under its content-hash tag before it is built
+(``HOST:PORT/harness-env:py3.11-<hash>`` for ``harness-env:py3.11-<hash>``), and pushed
+there after it is built here. The tag names the inputs, never the content, so what a
+pull brings is checked before it is used:
+
+1. the tag is resolved to the manifest digest the registry holds now, and pulled *by
+   that digest*: the engine verifies every blob against it;
+2. the image's ``org.harness.inputs-hash`` label must be the hash in the tag, and its
+   ``org.harness.inputs`` label must hash to it (the image describes the inputs this node
+   computed, parent image id included);
+3. for a layer on top of another (environment, instance), the pulled image's layers must
+   start with the parent's layers as this node has them.
+
+A pull that fails a check is removed and the layer is built here instead (and pushed,
+replacing the bad one); an unreachable registry is the same as an empty one. A push that
+fails leaves the local image in place: the run does not depend on the registry.
+
+Registries on 127.0.0.0/8 are plain HTTP to the engine by default; any other address
+must be listed in each engine's ``insecure-registries`` or serve TLS (see README).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
 
-from docker.errors import APIError, DockerException, ImageNotFound
+import docker
+from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 
-from harness.engine import interpreters as interp
-from harness.errors import ImageBuildError
+from harness.engine.client import CONNECTION_ERRORS
 from harness.hashing import content_hash
+from harness.logs import get_logger
 
-if TYPE_CHECKING:  # pragma: no cover
-    from harness.engine.images import ImageBuilder, ImageRef, Interpreter
-
-
-def ensure_image(client, reference: str):
-    """The local image for ``reference``, pulled when absent."""
-    try:
-        return client.images.get(reference)
-    except ImageNotFound:
-        pass
-    repository, tag = _split(reference)
-    try:
-        return client.images.pull(repository, tag=tag)
-    except (APIError, DockerException) as exc:
-        raise ImageBuildError(f"interpreter image {reference} is not in the engine and pulling it failed "
-                              f"(no registry reachable?): {getattr(exc, 'explanation', None) or exc}") from None
+LABEL_INPUTS_HASH = "org.harness.inputs-hash"
+LABEL_INPUTS = "org.harness.inputs"
+#: Labels longer than this were cut when the image was built (see ImageBuilder._labels).
+LABEL_LIMIT = 60000
 
 
-def _split(reference: str) -> tuple[str, str]:
-    name, _, digest = reference.partition("@")
-    if digest:
-        return name, digest
-    last = name.rsplit("/", 1)[-1]
-    if ":" in last:
-        repo, _, tag = name.rpartition(":")
-        return repo, tag
-    return name, "latest"
+@dataclass(frozen=True)
+class Pulled:
+    """Where a layer came from when it was pulled: ``reference`` is ``name@digest``."""
+
+    reference: str
+    seconds: float
 
 
-def probe_image(client, image_id: str, prefix: str) -> dict:
-    """Run the image's interpreter once (no network) to learn its exact version."""
-    script = (f"for p in {prefix}/bin/python3 {prefix}/bin/python; do [ -x $p ] && exec $p -c \"$0\"; done; "
-              "echo no interpreter >&2; exit 3")
-    try:
-        out = client.containers.run(image_id, ["/bin/sh", "-c", script, interp.PROBE], network_mode="none",
-                                    remove=True, user="0:0", entrypoint=[])
-    except DockerException as exc:
-        raise ImageBuildError(f"the interpreter in {image_id[:19]} under {prefix} does not run: {exc}") from None
-    import json
-    return json.loads(out.decode().strip().splitlines()[-1])
+class VerificationFailed(Exception):
+    pass
 
 
-def interpreter_from_image(builder: "ImageBuilder", python: str, source: interp.InterpreterSource,
-                           base: "ImageRef") -> "Interpreter":
-    from harness.engine.images import IMAGE_FORMAT, LABEL_PREFIX, Interpreter
-    from harness.engine.interpreter_layer import prefix_context, prefix_dockerfile
-    image = ensure_image(builder.client, source.value)
-    info = probe_image(builder.client, image.id, source.prefix)
-    version = str(info["version"])
-    if not (version.startswith(python + ".") or version == python):
-        raise ImageBuildError(f"{source.describe()} is Python {version}, not {python}")
-    minor = ".".join(version.split(".")[:2])
-    executable = f"{source.prefix}/bin/python{minor}"
-    digests = list(image.attrs.get("RepoDigests") or [])
-    inputs = {"format": IMAGE_FORMAT, "base": base.image_id, "source": source.as_dict(), "image_id": image.id,
-              "version": version}
-    inputs_hash = content_hash(inputs)
-    tag = f"harness-py:{version}-{inputs_hash}"
+class Registry:
+    def __init__(self, client: docker.DockerClient, address: str) -> None:
+        self.client = client
+        self.address = address.rstrip("/")
+        if "://" in self.address or "/" in self.address:
+            from harness.errors import InputError
+            raise InputError(f"expected HOST:PORT, got {address!r}", field="--registry")
 
-    def build() -> None:
-        dockerfile = prefix_dockerfile(base.tag, source.prefix,
-                                       f"COPY --from={source.value} {source.prefix}/ {source.prefix}/")
-        labels = builder._labels("py", inputs_hash, inputs)
-        labels.update({f"{LABEL_PREFIX}.python": executable, f"{LABEL_PREFIX}.python-version": version,
-                       f"{LABEL_PREFIX}.python-source": source.describe(),
-                       f"{LABEL_PREFIX}.source-image-id": image.id,
-                       f"{LABEL_PREFIX}.source-image-digests": " ".join(digests)})
-        builder.docker_build(tag, dockerfile, prefix_context(executable), labels)
+    def remote(self, tag: str) -> str:
+        """``harness-env:py3.11-abc`` → ``HOST:PORT/harness-env:py3.11-abc``."""
+        return f"{self.address}/{tag}"
 
-    ref = builder._cached(tag, "py", inputs_hash, build)
-    return Interpreter(python, version, executable, source.suite, source, ref)
+    # ------------------------------------------------------------------ pull
+    def fetch(self, tag: str, inputs_hash: str, parent_id: str | None = None) -> tuple[Any, Pulled] | None:
+        """Pull ``tag`` from the registry, verify it, and tag it locally. Returns (the
+        local image, how it came) or None when the registry does not have it (or has
+        something that fails verification, or does not answer)."""
+        log = get_logger(registry=self.address, tag=tag)
+        remote = self.remote(tag)
+        repository = remote.rsplit(":", 1)[0]
+        started = time.monotonic()
+        try:
+            digest = self.client.images.get_registry_data(remote).id
+        except (NotFound, APIError, DockerException, *CONNECTION_ERRORS):
+            return None  # absent (or no registry): build it here
+        reference = f"{repository}@{digest}"
+        try:
+            self.client.api.pull(repository, tag=digest)
+            image = self.client.images.get(reference)
+        except (APIError, NotFound, DockerException, *CONNECTION_ERRORS) as exc:
+            log.warning("registry.pull_failed", error=str(exc)[:300])
+            return None
+        try:
+            self._verify(image, tag, inputs_hash, parent_id, reference)
+        except VerificationFailed as exc:
+            log.error("registry.verification_failed", reference=reference, error=str(exc))
+            self._forget(reference)
+            return None
+        name, _, version = tag.rpartition(":")
+        self.client.api.tag(image.id, name, version)
+        log.info("registry.pulled", reference=reference)
+        return self.client.images.get(tag), Pulled(reference, round(time.monotonic() - started, 3))
+
+    def _verify(self, image: Any, tag: str, inputs_hash: str, parent_id: str | None, reference: str) -> None:
+        if reference not in (image.attrs.get("RepoDigests") or []):
+            raise VerificationFailed(f"the engine does not record {reference} for the pulled image")
+        labels = image.labels or {}
+        if labels.get(LABEL_INPUTS_HASH) != inputs_hash or not tag.endswith(inputs_hash):
+            raise VerificationFailed(f"inputs hash label {labels.get(LABEL_INPUTS_HASH)!r}, expected {inputs_hash}")
+        raw = labels.get(LABEL_INPUTS, "")
+        if len(raw) < LABEL_LIMIT:
+            try:
+                recorded = content_hash(json.loads(raw))
+            except ValueError:
+                raise VerificationFailed("the inputs label is not JSON") from None
+            if recorded != inputs_hash:
+                raise VerificationFailed(f"the inputs label hashes to {recorded}, not {inputs_hash}")
+        if parent_id is not None:
+            try:
+                parent = self.client.images.get(parent_id)
+            except ImageNotFound:
+                raise VerificationFailed(f"parent {parent_id} is not on this engine") from None
+            mine = parent.attrs.get("RootFS", {}).get("Layers") or []
+            theirs = image.attrs.get("RootFS", {}).get("Layers") or []
+            if theirs[:len(mine)] != mine:
+                raise VerificationFailed(f"its layers do not start with those of its parent {parent_id[:19]}")
+
+    def _forget(self, reference: str) -> None:
+        try:
+            self.client.images.remove(reference)
+        except (APIError, NotFound, DockerException, *CONNECTION_ERRORS):
+            pass
+
+    # ------------------------------------------------------------------ push
+    def publish(self, tag: str) -> str | None:
+        """Push the local image ``tag`` under its content-hash tag. Returns the manifest
+        digest, or None when the push failed (logged; the run goes on)."""
+        log = get_logger(registry=self.address, tag=tag)
+        remote = self.remote(tag)
+        repository, _, version = remote.rpartition(":")
+        digest = None
+        try:
+            self.client.api.tag(tag, repository, version)
+            for chunk in self.client.api.push(repository, tag=version, stream=True, decode=True):
+                if "error" in chunk:
+                    raise APIError(chunk["error"])
+                aux = chunk.get("aux") or {}
+                digest = aux.get("Digest", digest)
+        except (APIError, DockerException, *CONNECTION_ERRORS) as exc:
+            log.warning("registry.push_failed", error=str(exc)[:300])
+            return None
+        finally:
+            try:
+                self.client.api.remove_image(remote, noprune=True)  # the local alias only
+            except (APIError, NotFound, DockerException, *CONNECTION_ERRORS):
+                pass
+        log.info("registry.pushed", digest=digest)
+        return digest

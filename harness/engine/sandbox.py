@@ -9,8 +9,17 @@ Every container: ``network_mode=none``; runs as the unprivileged harness user; a
 capabilities dropped; ``no-new-privileges``; pids, memory and CPU limits; a capped log;
 a read-only root filesystem. Writable places are size-limited tmpfs volumes:
 ``/testbed`` (the working copy) and ``/harness`` (patches in, results out), plus a tmpfs
-``/tmp``. Containers and volumes carry the label ``org.harness.run-id`` so that ones
-left by a dead run can be found and removed.
+``/tmp``. Containers and volumes carry labels so that ones left by a dead run, a killed
+task or a lost cluster node can be found and removed:
+
+==========================  =========================================================
+``org.harness.run-id``      the run id (informational)
+``org.harness.run-scope``   a hash of the run directory (host + absolute path): what
+                            leftover cleanup removes, so two runs with the same id in
+                            different directories never remove each other's containers
+``org.harness.task``        one evaluation's token (deadline kill, Ctrl-C on a cluster)
+``org.harness.node``        the node that started it (a lost node's agent cleans it)
+==========================  =========================================================
 """
 
 from __future__ import annotations
@@ -30,10 +39,9 @@ from docker.types import Mount
 from harness.errors import ContainerDied, InfrastructureError
 
 LABEL_RUN = "org.harness.run-id"
-#: The run directory a container belongs to (a hash of its path): run ids repeat across
-#: output directories (``harness validate`` names its runs gold-1..N), so cleaning up a run
-#: must never touch another directory's containers.
-LABEL_RUN_DIR = "org.harness.run-dir"
+LABEL_SCOPE = LABEL_RUN_DIR = "org.harness.run-dir"
+LABEL_TASK = "org.harness.task"
+LABEL_NODE = "org.harness.node"
 #: What a container's root may hold when a spec's service needs network set-up; the
 #: set*id/setpcap ones let root start the tests as the harness user with nothing left.
 PRIVILEGED_SETUP_CAPS = ("NET_ADMIN", "SETUID", "SETGID", "SETPCAP")
@@ -100,16 +108,19 @@ class DockerBackend:
     """Starts sandboxes on one Docker engine."""
 
     def __init__(self, client: docker.DockerClient, run_id: str, user: str = "1000:1000",
-                 limits: Limits | None = None, run_dir: str | None = None) -> None:
+                 limits: Limits | None = None, run_dir: str | None = None, *, node: str = "") -> None:
         self.client = client
         self.run_id = run_id
-        #: a hash of the run directory (None: containers are told apart by run id only)
+        #: a hash of the run directory: what leftover cleanup removes (None: the run id)
         self.run_dir = run_dir
+        self.node = node
         self.user = user
         self.limits = limits or Limits()
+        #: set when the run is stopping: start() refuses, so nothing outlives the cleanup
+        self.stopped = False
 
     def start(self, image: str, name_hint: str = "", *, hosts: dict[str, str] | None = None,
-              net_admin: bool = False) -> "DockerSandbox":
+              net_admin: bool = False, task: str = "") -> "DockerSandbox":
         """Create and start a sandbox. Raises InfrastructureError on engine failures.
 
         ``hosts`` are extra /etc/hosts entries (names of local stand-in services).
@@ -117,11 +128,18 @@ class DockerBackend:
         namespace for a service's set-up; commands run as the harness user never hold a
         capability, and the test command is started with an empty bounding set.
         """
+        if self.stopped:
+            from harness.errors import RunInterrupted
+            raise RunInterrupted("the run is stopping")
         suffix = secrets.token_hex(4)
         base = f"harness-{_safe(name_hint)[:60]}-{suffix}"
         labels = {LABEL_RUN: self.run_id, LABEL_OWNER: "harness"}
         if self.run_dir:
             labels[LABEL_RUN_DIR] = self.run_dir
+        if task:
+            labels[LABEL_TASK] = task
+        if self.node:
+            labels[LABEL_NODE] = self.node
         limits = self.limits
         volumes = []
         mounts = []
@@ -157,22 +175,39 @@ class DockerBackend:
                                       f"{exc.explanation or exc}") from None
         return DockerSandbox(self.client, container, [v.name for v in volumes], self.user, net_admin)
 
+    def _scope(self) -> dict[str, str]:
+        return {LABEL_RUN_DIR: self.run_dir} if self.run_dir else {LABEL_RUN: self.run_id}
+
     def cleanup_run(self, run_id: str | None = None) -> int:
-        """Remove every container and volume labelled with the run id (default: this
-        backend's). Returns the number of containers removed."""
-        label = [f"{LABEL_RUN}={run_id or self.run_id}"]
-        if self.run_dir and run_id is None:
-            label.append(f"{LABEL_RUN_DIR}={self.run_dir}")
-        removed = 0
-        for container in self.client.containers.list(all=True, filters={"label": label}):
+        """Remove every container and volume of this run directory on this engine (or,
+        given ``run_id``, labelled with that run id). Returns the number of containers
+        removed; raises EngineLost when the engine does not answer."""
+        return remove_labelled(self.client, {LABEL_RUN: run_id} if run_id else self._scope())
+
+    def kill_task(self, task: str) -> int:
+        """Remove the containers of one evaluation (its deadline passed)."""
+        return remove_labelled(self.client, {**self._scope(), LABEL_TASK: task})
+
+
+def remove_labelled(client: docker.DockerClient, labels: dict[str, str]) -> int:
+    """Remove every container and volume carrying all of ``labels``. Returns the number
+    of containers removed. Raises EngineLost when the engine does not answer."""
+    from harness.engine.client import CONNECTION_ERRORS
+    from harness.errors import EngineLost
+    filters = {"label": [f"{k}={v}" for k, v in labels.items()]}
+    removed = 0
+    try:
+        for container in client.containers.list(all=True, filters=filters):
             try:
                 container.remove(force=True, v=True)
                 removed += 1
-            except NotFound:
-                pass
-        for volume in self.client.volumes.list(filters={"label": label}):
-            _quiet_remove_volume(self.client, volume.name)
-        return removed
+            except (NotFound, APIError):
+                pass  # already going; its volumes are handled below
+        for volume in client.volumes.list(filters=filters):
+            _quiet_remove_volume(client, volume.name)
+    except CONNECTION_ERRORS as exc:
+        raise EngineLost(f"the Docker engine does not answer ({type(exc).__name__})") from None
+    return removed
 
 
 class DockerSandbox:

@@ -50,6 +50,12 @@ class ErrorReason(str, enum.Enum):
     REPOSITORY_UNAVAILABLE = "repository_unavailable"
     HARNESS_ERROR = "harness_error"
     REBUILD_FAILED = "rebuild_failed"
+    #: the task ran past the executor's deadline (--task-timeout): killed with its container
+    DEADLINE_EXCEEDED = "deadline_exceeded"
+    #: the Docker engine stopped answering (locally or on a cluster node)
+    ENGINE_LOST = "engine_lost"
+    #: the cluster node running the task died more often than the re-queue budget allows
+    NODE_LOST = "node_lost"
 
     @property
     def origin(self) -> str:
@@ -73,4 +79,7 @@ _ORIGIN = {
     ErrorReason.REPOSITORY_UNAVAILABLE: "harness",
     ErrorReason.HARNESS_ERROR: "harness",
     ErrorReason.REBUILD_FAILED: "model",
+    ErrorReason.DEADLINE_EXCEEDED: "harness",
+    ErrorReason.ENGINE_LOST: "harness",
+    ErrorReason.NODE_LOST: "harness",
 }
