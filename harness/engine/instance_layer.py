@@ -71,7 +71,7 @@ def build_instance(images: ImageBuilder, name_hint: str, spec: EnvSpec, env: Ima
         raise ImageBuildError(f"spec {spec.repo}@{spec.version} asks for a compiler but none was prepared")
     final_parent = compiler_env if spec.compiler == "keep" else env
     env_lines = "".join(f"ENV {k}={json.dumps(v)}\n" for k, v in spec.env)
-    inputs = {"format": IMAGE_FORMAT, "env": env.image_id, "parent": final_parent.image_id, "tree": tree_sha,
+    inputs = {"format": IMAGE_FORMAT, "layout": LAYOUT, "env": env.image_id, "parent": final_parent.image_id, "tree": tree_sha,
               "script": content_hash(script, 64), "env_vars": dict(spec.env), "compiler": spec.compiler,
               "downloads": [[digest, to] for _, digest, to in spec.downloads],
               "build_parent": compiler_env.image_id if (compiler_env and spec.compiler != "none") else None}
@@ -124,6 +124,9 @@ def build_instance(images: ImageBuilder, name_hint: str, spec: EnvSpec, env: Ima
 
 
 WRITTEN = "/opt/harness/.install-written"
+#: Bumped when how an instance layer is built changes (2: what the install wrote is copied
+#: back with tar under bash; layout 1 ran a bash-only loop under /bin/sh and copied nothing).
+LAYOUT = 2
 
 
 def _install_in_build(images: ImageBuilder, env: ImageRef, spec: EnvSpec, tag: str, env_lines: str, tree_tar: Path,
@@ -135,13 +138,15 @@ def _install_in_build(images: ImageBuilder, env: ImageRef, spec: EnvSpec, tag: s
     dockerfile = f"""FROM {env.tag}
 {env_lines}ADD testbed.tar {PRISTINE_TREE}/
 COPY install.sh /opt/harness/install.sh
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 RUN set -e; touch {STAMP}; rm -rf /testbed; cp -a --no-preserve=ownership {PRISTINE_TREE} /testbed; \\
     bash /opt/harness/install.sh; \\
     cd /testbed; find . -path ./.git -prune -o ! -type d -newer {STAMP} -print0 > {WRITTEN}; \\
-    while IFS= read -r -d '' f; do mkdir -p "{PRISTINE_TREE}/$(dirname "$f")"; cp -a "$f" "{PRISTINE_TREE}/$f"; \\
-      chown -h {uid}:{uid} "{PRISTINE_TREE}/$f"; done < {WRITTEN}; \\
+    tar -c --null --no-recursion -T {WRITTEN} --owner={uid} --group={uid} --numeric-owner -f - \\
+      | tar -x -p -C {PRISTINE_TREE} -f -; \\
     find {PRISTINE_TREE} -mindepth 1 -type d -newer {STAMP} -exec chown {uid}:{uid} {{}} +; \\
     cd /; rm -rf /testbed {STAMP}; mkdir /testbed; chown {uid}:{uid} /testbed
+SHELL ["/bin/sh", "-c"]
 WORKDIR /testbed
 """
     try:

@@ -167,3 +167,52 @@ def test_a_patch_to_a_compiled_source_is_rebuilt_and_a_broken_one_is_graded(tmp_
     report = run.report("example__cext-A")
     assert (report["status"], report["error_reason"], report["error_origin"]) == ("INVALID", "rebuild_failed", "model")
     assert "_fast.c" in report["error_detail"]
+
+
+PURE_SPEC = """\
+repo: example/pure
+defaults:
+  python: "3.11"
+  requirements: ["pytest==8.3.4"]
+  build_requires: []
+  # what an install writes into the tree (setuptools-scm's _version.py, egg-info) must be
+  # in the image: this one writes a module the tests import, and a nested directory
+  pre_install: ["mkdir -p pure/gen/deep && printf 'VERSION = 3\\\\n' > pure/_version.py && touch pure/gen/deep/mark"]
+  install: "python -m pip install --no-build-isolation --no-deps -e ."
+  test_cmd: "python -m pytest -rA -p no:cacheprovider"
+  parser: pytest
+  env: {{HARNESS_TEST_SALT: "{salt}"}}
+versions:
+  "1.0": {{}}
+"""
+
+
+def test_what_the_install_writes_into_the_tree_is_in_the_image(tmp_path, harness_run, engine):
+    """The no-compiler path (one docker build): files the install wrote in /testbed are
+    copied back into the pristine tree, with the test user owning them."""
+    repo = tmp_path / "pure"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    setup = "from setuptools import setup\nsetup(name='pure', version='1.0', packages=['pure'])\n"
+    base = _commit(repo, {"setup.py": setup, "pure/__init__.py": "def version():\n    return 0\n",
+                          "tests/test_pure.py": "def test_placeholder():\n    pass\n"}, "A")
+    fixed = "from pure._version import VERSION\n\n\ndef version():\n    return VERSION\n"
+    test = "from pure import version\n\n\ndef test_version():\n    assert version() == 3\n"
+    record = {"instance_id": "example__pure-1", "repo": "example/pure", "base_commit": base, "version": "1.0",
+              "patch": _diff(repo, base, "pure/__init__.py", fixed),
+              "test_patch": _diff(repo, base, "tests/test_pure.py", test),
+              "FAIL_TO_PASS": ["tests/test_pure.py::test_version"], "PASS_TO_PASS": []}
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "example__pure.yaml").write_text(PURE_SPEC.format(salt=tmp_path.name))
+    instances = tmp_path / "pure.jsonl"
+    instances.write_text(json.dumps(record) + "\n")
+    run = harness_run("--instances", str(instances), "--specs", str(specs), "--repo", f"example/pure={repo}",
+                      "--no-clone", "--predictions", "gold", run_id="pure")
+    report = run.report("example__pure-1")
+    assert report["status"] == "FULL", report["error_detail"]
+    listing = engine.containers.run(report["image"]["tag"], ["stat", "-c", "%U %n", "/opt/harness/testbed/pure/_version.py",
+                                                             "/opt/harness/testbed/pure/gen/deep/mark",
+                                                             "/opt/harness/testbed/pure.egg-info/PKG-INFO"],
+                                    remove=True, network_mode="none").decode()
+    assert [line.split()[0] for line in listing.splitlines()] == ["harness"] * 3, listing
