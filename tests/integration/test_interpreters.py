@@ -3,7 +3,7 @@
 * a Debian suite (bookworm's python3),
 * a CPython install prefix on the host (the pyenv build of 3.8 that bases.yaml names),
 * a registry image, pulled from a real registry (Debian's ``docker-registry``, started here
-  on 127.0.0.1 with its own storage) seeded with an image of our own;
+  on 127.0.0.1 with its own storage: the shared ``local_registry`` fixture) seeded with an image of our own;
 
 and the refusal when no registry answers. Each run's report records the exact version,
 which the test output confirms."""
@@ -11,14 +11,9 @@ which the test output confirms."""
 from __future__ import annotations
 
 import json
-import shutil
-import socket
-import subprocess
-import time
 from pathlib import Path
 
-import pytest
-
+from tests.fixtures.services import free_port
 from tests.integration.test_new_repository import _make_repo
 
 SPEC = """\
@@ -77,36 +72,6 @@ def test_a_host_prefix_interpreter(tmp_path, harness_run, engine):
     assert set(json.loads(described)["unresolved_libs"]) <= {"libtcl8.6.so", "libtk8.6.so"}
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-@pytest.fixture
-def local_registry(tmp_path):
-    binary = shutil.which("docker-registry")
-    assert binary, "Debian's docker-registry is not installed (bash scripts/setup.sh installs it)"
-    port = _free_port()
-    config = tmp_path / "registry.yml"
-    config.write_text(f"version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: "
-                      f"{tmp_path / 'registry-storage'}\nhttp:\n  addr: 127.0.0.1:{port}\n")
-    proc = subprocess.Popen([binary, "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            time.sleep(0.1)
-    else:
-        proc.kill()
-        pytest.fail(f"docker-registry did not start: {proc.stderr.read().decode()[-500:]}")
-    yield f"127.0.0.1:{port}"
-    proc.terminate()
-    proc.wait(timeout=30)
-
-
 def test_a_registry_image_interpreter_is_pulled_from_a_real_registry(tmp_path, harness_run, engine, local_registry,
                                                                      cache_dir):
     from harness.engine.images import ImageBuilder
@@ -134,7 +99,7 @@ def test_a_registry_image_interpreter_is_pulled_from_a_real_registry(tmp_path, h
 
 
 def test_an_unreachable_registry_is_a_build_failure_naming_the_image(tmp_path, harness_run):
-    image = f"127.0.0.1:{_free_port()}/nowhere/python:3.8-slim-bookworm"
+    image = f"127.0.0.1:{free_port()}/nowhere/python:3.8-slim-bookworm"
     extra = f'  interpreter: {{image: "{image}", suite: bookworm}}\n'
     report = _run(tmp_path, harness_run, "3.8", "registry-down", extra)
     assert report["status"] == "INVALID" and report["error_reason"] == "environment_build_failed"
