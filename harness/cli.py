@@ -240,6 +240,12 @@ def _execute_locked(args, loaded, predictions, instances_path, predictions_arg, 
         overrides.update({name: path for name, path in built.items() if name in demo_repos})
 
     specs = SpecRegistry.load(DEFAULT_SPECS_DIR, *args.specs)
+    from harness.runners.checks import refuse_unaddressable
+    loaded.instances, refused = refuse_unaddressable(loaded.instances, specs, str(instances_path))
+    for error in refused:  # ids the spec's runner cannot address: loud, never graded NO
+        input_errors[error.record or "?"] = str(error)
+        print(f"harness: refused: {error}", file=sys.stderr)
+        log.error("input.unaddressable", error=str(error))
     resolver = RepoResolver(cache_dir, args.repos_dir, overrides, allow_clone=not args.no_clone)
     tasks, orphans = iter_tasks(loaded.instances, predictions.predictions)
     for orphan in orphans:
@@ -360,7 +366,7 @@ class _Progress:
 
     def update(self, result) -> None:
         self.resolved += int(result.resolved)
-        self.errors += int(bool(result.error_reason and result.error_reason.origin != "model"))
+        self.errors += int(bool(result.error_reason and result.error_origin != "model"))
         if self._progress is not None:
             self._progress.update(self._task, advance=1, resolved=self.resolved, errors=self.errors)
 

@@ -22,25 +22,30 @@ Nothing here talks to Docker directly: it sees a :class:`~harness.engine.sandbox
 
 from __future__ import annotations
 
+import posixpath
 import re
 import secrets
-import shlex
 import time
 import traceback
 from dataclasses import dataclass, field
 from typing import Callable
 
+from harness import incontainer
 from harness.engine.images import PRISTINE_TREE, VENV
 from harness.engine.sandbox import ROOT, SERVICE_USER, ExecResult, Sandbox
 from harness.errors import (ContainerDied, GradingOutcome, PatchApplyFailed, PatchRejected, RebuildFailed,
                             ServiceUnavailable, TestPatchApplyFailed)
+from harness.grading.conventions import IdKind, get_convention, map_results
 from harness.grading.grade import Grade, TestLists, grade
+from harness.grading.origins import evidence_origin
 from harness.grading.parsers import RunArtefacts, get_parser
+from harness.grading.reporter_parsers import junit_collection_errors
 from harness.grading.status import ErrorReason, InstanceStatus, TestStatus
 from harness.instances import Instance
 from harness.patches import PatchFiles, check_model_patch, matches_any, patch_files
 from harness.predictions import Prediction
 from harness.report import CommandRecord, InstanceResult
+from harness.runners import Runner, get_runner
 from harness.specs import EnvSpec
 
 #: Files that steer the test runner; a model patch may not change them (restored from
@@ -62,6 +67,17 @@ ROOT_SHADOW_NAMES = frozenset({"pytest.py", "py.py", "_pytest", "pytest", "plugg
 PristineSource = Callable[[str], "tuple[bytes, int] | None"]
 
 IO_DIR = "/harness"
+
+
+def install_trusted_files(sandbox: Sandbox) -> None:
+    """Every file of harness/incontainer/ (the result reporter, ...) into the sandbox under
+    :data:`harness.incontainer.TRUSTED_DIR`, root-owned and read-only, in one archive call
+    (at run time: a changed reporter never rebuilds an image)."""
+    rel = posixpath.relpath(incontainer.TRUSTED_DIR, IO_DIR)
+    if rel.startswith(".."):  # the archive goes into the I/O tmpfs; a parent entry would reset its mode
+        raise ValueError(f"{incontainer.TRUSTED_DIR} must be under {IO_DIR}")
+    sandbox.put_files(IO_DIR, {f"{rel}/{name}": data for name, data in incontainer.files().items()},
+                      mode=incontainer.FILE_MODE, owner=0)
 #: Run as root in a container whose root holds set-up capabilities: become the harness
 #: user with no capability left anywhere (bounding, inheritable, ambient).
 DROP_ALL_PRIVILEGES = ["/usr/bin/setpriv", "--reuid=1000", "--regid=1000", "--clear-groups",
@@ -127,20 +143,18 @@ def env_argv(env: dict[str, str], argv: list[str]) -> list[str]:
     return ["/usr/bin/env", "-i", *(f"{k}={v}" for k, v in sorted(env.items())), *argv]
 
 
-def test_files_of(test_patch: PatchFiles) -> list[str]:
-    """The test files to run: Python files the test patch modifies or creates (data files
-    it touches, such as a .toml fixture, are not test modules and would make pytest stop)."""
-    return [p for p in (*test_patch.modified, *test_patch.created) if p.endswith(".py")]
+def test_files_of(test_patch: PatchFiles, runner: str = "pytest") -> list[str]:
+    """The test files of the test patch, as the spec's runner sees them (Python files it
+    modifies or creates)."""
+    return get_runner(runner).test_files(test_patch)
 
 
-def build_test_command(spec: EnvSpec, test_files: list[str], junit_path: str) -> str:
-    parser = get_parser(spec.parser)
-    parts = [spec.test_cmd]
-    if parser.runner_args:
-        parts.append(parser.runner_args.format(junit_path=shlex.quote(junit_path)))
-    if spec.test_directives == "test_files":
-        parts.extend(shlex.quote(f) for f in test_files)
-    return " ".join(parts)
+def build_test_command(spec: EnvSpec, test_patch: PatchFiles, junit_path: str) -> str:
+    """The spec's test command as its runner spells it (harness.runners): the command,
+    its targets, and only then the runner's own options."""
+    runner = get_runner(spec.runner)
+    targets = runner.targets(test_patch) if spec.test_directives == "test_files" else []
+    return runner.command(spec.test_cmd, targets, junit_path, get_parser(spec.parser).runner_args)
 
 
 class Evaluator:
@@ -155,11 +169,12 @@ class Evaluator:
         self.spec = spec
         self.pristine = pristine
         self.config = config
+        self.runner: Runner = get_runner(spec.runner)
         self.env = scrubbed_env(spec)
         self.result = InstanceResult(
             instance_id=instance.instance_id, repo=instance.repo,
             model_name_or_path=prediction.model_name_or_path, status=InstanceStatus.INVALID,
-            attempt=prediction.attempt, parser=spec.parser,
+            attempt=prediction.attempt, parser=spec.parser, runner=spec.runner, id_convention=spec.id_convention,
             patch_is_None=prediction.model_patch is None, patch_exists=not prediction.is_empty,
             checksums={"instance": instance.checksum(), "patch": prediction.checksum(),
                        "spec": spec.checksum()},
@@ -198,7 +213,9 @@ class Evaluator:
             test_patch = patch_files(self.instance.test_patch)
             model_files = check_model_patch(self.prediction.model_patch or "")
         except PatchRejected as exc:
-            return self._invalid(ErrorReason.PATCH_REJECTED, str(exc))
+            evaluation = self._invalid(ErrorReason.PATCH_REJECTED, str(exc))
+            settle_origin(self.result, self.is_reference)
+            return evaluation
         self._phase("validate", t0)
 
         t = time.monotonic()
@@ -213,7 +230,14 @@ class Evaluator:
             sandbox.close()
             self._phase("cleanup", t)
             self.result.timings["total"] = round(time.monotonic() - t0, 4)
+        settle_origin(self.result, self.is_reference)
         return Evaluation(self.result, self.outputs)
+
+    @property
+    def is_reference(self) -> bool:
+        """The prediction is the instance's own reference patch (read from the bytes, not
+        from the model's name)."""
+        return self.prediction.model_patch == self.instance.patch
 
     def _sequence(self, sandbox: Sandbox, test_patch: PatchFiles, model_files: PatchFiles) -> None:
         io_token = secrets.token_hex(8)
@@ -224,6 +248,7 @@ class Evaluator:
         if not self.prediction.is_empty:
             files["model.diff"] = (self.prediction.model_patch or "").encode("utf-8", "surrogateescape")
         sandbox.put_files(IO_DIR, {f"in-{io_token}/{k}": v for k, v in files.items()}, mode=0o444)
+        install_trusted_files(sandbox)
         self._reset_tree(sandbox)
         mk = self._run(sandbox, "prepare", ["/bin/mkdir", "-p", out_dir])
         if not mk.ok:
@@ -298,8 +323,8 @@ class Evaluator:
         t = time.monotonic()
         timeout = self.config.timeout or self.spec.timeout
         junit_path = f"{out_dir}/results-{secrets.token_hex(6)}.xml"
-        test_files = test_files_of(test_patch)
-        self.canary = Canary.make(test_files) if self.config.canaries else None
+        test_files = self.runner.test_files(test_patch)
+        self.canary = Canary.make(test_files, self.runner) if self.config.canaries else None
         if self.canary is not None:
             # Appended to a real test file, after the test patch and before anything of the
             # model's runs: the canaries look like any other new test there.
@@ -308,7 +333,7 @@ class Evaluator:
                 self.canary = None
             else:
                 sandbox.put_files("/testbed", {self.canary.path: current + self.canary.source()})
-        command = build_test_command(self.spec, test_files, junit_path)
+        command = build_test_command(self.spec, test_patch, junit_path)
         argv = ["/usr/bin/timeout", "--kill-after=10", str(timeout), "/bin/bash", "-c", command]
         full_argv, user = env_argv(self.env, argv), None
         if getattr(sandbox, "privileged_setup", False):
@@ -386,7 +411,8 @@ class Evaluator:
                 target = line[4:].split("\t")[0].strip()
                 current = target[2:] if target.startswith("b/") else target
             elif line.startswith("+") and current and current not in restored and not self._is_test_infra(current):
-                match = RUNNER_INTERNALS.search(line)
+                match = RUNNER_INTERNALS.search(line) or (
+                    re.search(self.runner.internals, line) if self.runner.internals else None)
                 if match:
                     hits.append(f"{current}: {match.group(0)}")
         if hits:
@@ -425,9 +451,9 @@ class Evaluator:
                     tail = sandbox.exec(["/bin/sh", "-c", f"tail -c 3000 {log}"], timeout=30).output
                     raise ServiceUnavailable(f"service {svc.name} did not come up: {res.output[-300:]}\n{tail}")
 
-    @staticmethod
-    def _is_test_infra(path: str) -> bool:
-        return matches_any(path, TEST_INFRA_PATTERNS) or path.split("/", 1)[0] in ROOT_SHADOW_NAMES
+    def _is_test_infra(self, path: str) -> bool:
+        return (matches_any(path, TEST_INFRA_PATTERNS) or path.split("/", 1)[0] in ROOT_SHADOW_NAMES
+                or path in self.runner.infra_patterns)
 
     def _apply_model_patch(self, sandbox: Sandbox, patch_path: str) -> None:
         strategies = [
@@ -466,7 +492,7 @@ class Evaluator:
 
     def _grade(self, res: ExecResult, test_files: list[str]) -> None:
         judged = judge_run(self.instance, self.spec.parser, res.output, self.outputs.junit_xml, res.exit_code,
-                           test_files, self.canary)
+                           test_files, self.canary, convention=self.spec.id_convention)
         apply_judgement(self.result, judged)
         if ("patch_references_test_runner" in self.result.integrity_flags and self.config.forbid_runner_internals
                 and self.result.error_reason is None):
@@ -502,11 +528,17 @@ class Judgement:
 
 
 def judge_run(instance: Instance, parser_name: str, output: str, junit_xml: bytes | None,
-              exit_code: int | None, test_files: list[str], canary: "Canary | None") -> Judgement:
+              exit_code: int | None, test_files: list[str], canary: "Canary | None",
+              convention: str = "pytest") -> Judgement:
     """Parse a finished test run's artefacts and grade them. Pure: used by the live
-    evaluation and by ``harness report`` to re-grade saved outputs."""
+    evaluation and by ``harness report`` to re-grade saved outputs.
+
+    The parser reports native ids; the canaries are judged on those; then the spec's id
+    convention keys the results by the dataset's ids (harness/grading/conventions.py).
+    """
     parser = get_parser(parser_name)
-    tests, ignored = gradable_tests(instance)
+    ids = get_convention(convention)
+    tests, ignored = gradable_tests(instance, convention)
     graded = (*tests.fail_to_pass, *tests.pass_to_pass)
     parsed = parser(RunArtefacts(output=output, junit_xml=junit_xml, known_files=tuple(test_files),
                                  graded_ids=graded))
@@ -514,39 +546,63 @@ def judge_run(instance: Instance, parser_name: str, output: str, junit_xml: byte
     flags: list[str] = []
     details: dict = {}
     reason, detail = _check_canaries(canary, statuses, exit_code, flags, details)
-    graded_conflicts = [c for c in parsed.conflicts if c in graded]
+    mapped = map_results(ids, statuses, parsed.labels, graded, parsed.conflicts)
+    graded_set = set(graded)
+    graded_conflicts = [c for c in mapped.conflicts if c in graded_set]
     if graded_conflicts:
         flags.append("ambiguous_results")
         details["ambiguous_results"] = graded_conflicts[:50]
         if reason is None:
             reason = ErrorReason.AMBIGUOUS_RESULTS
             detail = f"contradictory results for graded tests: {graded_conflicts[:10]}"
+    collection_errors = parsed.collection_errors or junit_collection_errors(junit_xml)
+    not_collected = [t for t in graded if t not in mapped.statuses]
+    if collection_errors:
+        flags.append("collection_error")
+        details["collection_errors"] = collection_errors[:50]
     if reason is None and not statuses:
         reason = ErrorReason.SUITE_DID_NOT_RUN
         detail = f"no test results (runner exit code {exit_code}; {'; '.join(parsed.notes[:3])})"
+    elif reason is None and collection_errors and not_collected:
+        # graded tests never ran because a test module did not import: not silently "failed"
+        reason = ErrorReason.COLLECTION_ERROR
+        detail = (f"{len(not_collected)} graded tests were never collected; collection failed in "
+                  f"{', '.join(collection_errors[:5])}")
+        details["not_collected"] = not_collected[:100]
     if ignored:
         flags.append("dataset_ids_ignored")
         details["ignored_test_ids"] = ignored
-    return Judgement(grade(tests, statuses, reason), reason, detail, flags, details,
-                     parsed.source, parsed.notes[:50], sorted(statuses))
+    if mapped.sources:
+        details["id_sources"] = dict(list(mapped.sources.items())[:100])
+    collected = sorted({*statuses, *(t for t in graded if t in mapped.statuses)})
+    return Judgement(grade(tests, mapped.statuses, reason), reason, detail, flags, details,
+                     parsed.source, (parsed.notes + mapped.notes)[:50], collected)
 
 
-def gradable_tests(instance: Instance) -> tuple[TestLists, list[str]]:
-    """The instance's test lists without entries that cannot name a test.
+def gradable_tests(instance: Instance, convention: str = "pytest") -> tuple[TestLists, list[str]]:
+    """The instance's test lists without the entries its id convention knows to be
+    fragments of log lines, and those fragments.
 
     Some published lists hold fragments of log lines (``[100%]``, ``[``) that the
-    dataset's own log parser mistook for test ids; no runner reports them, so they would
-    count as missing forever. They are left out of grading and listed in the report
-    (``integrity.ignored_test_ids``) and by ``harness validate``.
+    dataset's own log parser mistook for test ids (pytest-dev__pytest-5227); no runner
+    reports them, so they are left out of grading and listed in the report
+    (``integrity.ignored_test_ids``) and by ``harness validate``. Any other id the
+    convention cannot address is refused before anything runs
+    (harness/runners/checks.py), never dropped here.
     """
-    def names_a_test(test_id: str) -> bool:
-        return "::" in test_id or test_id.endswith(".py")
-
-    ignored = [t for t in (*instance.fail_to_pass, *instance.pass_to_pass) if not names_a_test(t)]
+    kinds = get_convention(convention).classify
+    ignored = [t for t in (*instance.fail_to_pass, *instance.pass_to_pass) if kinds(t) is IdKind.LOG_FRAGMENT]
     if not ignored:
         return instance.tests, []
-    return (TestLists(tuple(t for t in instance.fail_to_pass if names_a_test(t)),
-                      tuple(t for t in instance.pass_to_pass if names_a_test(t))), ignored)
+    keep = set(ignored)
+    return (TestLists(tuple(t for t in instance.fail_to_pass if t not in keep),
+                      tuple(t for t in instance.pass_to_pass if t not in keep)), ignored)
+
+
+def settle_origin(result: InstanceResult, reference_patch: bool) -> None:
+    """Charge an INVALID result by the evidence (harness/grading/origins.py)."""
+    origin = evidence_origin(result.error_reason, reference_patch=reference_patch)
+    result.origin = origin if result.error_reason and origin != result.error_reason.origin else None
 
 
 def apply_judgement(result: InstanceResult, judged: Judgement) -> None:
@@ -578,7 +634,8 @@ def _check_canaries(canary: "Canary | None", statuses: dict, exit_code: int | No
     pass_status = statuses.pop(canary.pass_id, None)
     details["canaries"] = {"must_fail": fail_status.value if fail_status else None,
                            "must_pass": pass_status.value if pass_status else None,
-                           "path": canary.path, "pass_name": canary.pass_name, "fail_name": canary.fail_name}
+                           "path": canary.path, "pass_name": canary.pass_name, "fail_name": canary.fail_name,
+                           "class_name": canary.class_name}
     if pass_status is not None and pass_status is not TestStatus.PASSED:
         flags.append("canary_pass_failed")
     if fail_status is None:
@@ -601,38 +658,46 @@ _CANARY_WORDS = ("roundtrip", "regression", "edge_case", "boundary", "behaviour"
 
 @dataclass(frozen=True)
 class Canary:
-    """Two tests the harness appends to the first test file of every run: one must
-    pass, one must fail. Their names are random and ordinary, so code under test cannot
-    tell them from the instance's own new tests."""
+    """Two tests the harness appends to a test file of every run: one must pass, one
+    must fail. Their names are random and ordinary, so code under test cannot tell them
+    from the instance's own new tests. For runners that run TestCase methods
+    (``class_name`` set) they are two methods of a new ``unittest.TestCase`` subclass."""
 
     path: str
     pass_name: str
     fail_name: str
+    class_name: str | None = None
 
     @classmethod
-    def make(cls, test_files: list[str]) -> "Canary | None":
-        py_files = [f for f in test_files if f.endswith(".py")]
-        # a test module, not a helper module the test patch also touches (sphinx's
-        # tests/roots/*/module.py are imported and inspected by the tests themselves)
-        named = [f for f in py_files if f.rsplit("/", 1)[-1].startswith("test") or f.endswith("_test.py")]
-        py_files = named or py_files
-        if not py_files:
+    def make(cls, test_files: list[str], runner: "Runner | None" = None) -> "Canary | None":
+        runner = runner or get_runner("pytest")
+        path = runner.canary_file(test_files)
+        if path is None:
             return None
         words = list(_CANARY_WORDS)
         first = words.pop(secrets.randbelow(len(words)))
         second = words[secrets.randbelow(len(words))]
-        return cls(py_files[0], f"test_{first}_{secrets.token_hex(4)}", f"test_{second}_{secrets.token_hex(4)}")
+        class_name = None
+        if runner.canary_style == "method":
+            class_name = "Test" + "".join(w.capitalize() for w in words[secrets.randbelow(len(words))].split("_")) \
+                + secrets.token_hex(3).capitalize()
+        return cls(path, f"test_{first}_{secrets.token_hex(4)}", f"test_{second}_{secrets.token_hex(4)}", class_name)
 
     @property
     def fail_id(self) -> str:
-        return f"{self.path}::{self.fail_name}"
+        return "::".join(p for p in (self.path, self.class_name, self.fail_name) if p)
 
     @property
     def pass_id(self) -> str:
-        return f"{self.path}::{self.pass_name}"
+        return "::".join(p for p in (self.path, self.class_name, self.pass_name) if p)
 
     def source(self) -> bytes:
         value = secrets.randbelow(1000) + 1
+        if self.class_name:
+            alias = f"_unittest_{secrets.token_hex(3)}"
+            return (f"\n\n\nimport unittest as {alias}\n\n\nclass {self.class_name}({alias}.TestCase):\n"
+                    f"    def {self.pass_name}(self):\n        self.assertEqual({value}, {value})\n\n"
+                    f"    def {self.fail_name}(self):\n        self.assertEqual({value}, {value + 1})\n").encode()
         return (f"\n\n\ndef {self.pass_name}():\n    assert {value} == {value}\n\n\n"
                 f"def {self.fail_name}():\n    assert {value} == {value + 1}\n").encode()
 

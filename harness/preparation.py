@@ -120,6 +120,10 @@ class Preparer:
         timings: dict[str, float] = {}
         started = time.monotonic()
         spec = self.specs.get(instance.repo, instance.version)
+        from harness.runners.checks import instance_id_problem
+        problem = instance_id_problem(instance, spec.runner, spec.id_convention)
+        if problem is not None:
+            raise problem
         repo_path = self.repos.path_for(instance.repo)
         export_dir, tree_sha, submodules = self._export(instance, spec, repo_path)
         timings["export"] = time.monotonic() - started

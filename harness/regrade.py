@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from harness.errors import InputError
-from harness.evaluation import Canary, apply_judgement, judge_run, test_files_of
+from harness.evaluation import Canary, apply_judgement, judge_run, settle_origin, test_files_of
 from harness.instances import parse_instance
 from harness.patches import patch_files
 from harness.report import InstanceResult, summarise, write_json_atomic
@@ -39,18 +39,22 @@ def regrade_run(run_dir: Path) -> dict:
             instance = parse_instance(json.loads((directory / "instance.json").read_text()),
                                       source=str(directory / "instance.json"))
             canary_info = result.integrity_details.get("canaries") or {}
-            canary = (Canary(canary_info["path"], canary_info["pass_name"], canary_info["fail_name"])
+            canary = (Canary(canary_info["path"], canary_info["pass_name"], canary_info["fail_name"],
+                             canary_info.get("class_name"))
                       if canary_info.get("path") and canary_info.get("fail_name") else None)
-            test_files = test_files_of(patch_files(instance.test_patch))
+            test_files = test_files_of(patch_files(instance.test_patch), result.runner or "pytest")
             output_path, junit_path = directory / "test_output.txt", directory / "results.xml"
             output = output_path.read_text(errors="replace") if output_path.exists() else ""
             junit = junit_path.read_bytes() if junit_path.exists() else None
             for flag in ("ambiguous_results", "canary_tampered", "canary_missing", "canary_pass_failed",
-                         "exit_code_mismatch"):
+                         "exit_code_mismatch", "collection_error", "dataset_ids_ignored"):
                 if flag in result.integrity_flags:
                     result.integrity_flags.remove(flag)
             apply_judgement(result, judge_run(instance, result.parser or "pytest", output, junit,
-                                              result.test_exit_code, test_files, canary))
+                                              result.test_exit_code, test_files, canary,
+                                              convention=result.id_convention or "pytest"))
+            patch = directory / "patch.diff"
+            settle_origin(result, patch.exists() and patch.read_text(encoding="utf-8", errors="surrogateescape") == instance.patch)
             write_json_atomic(report_path, result.to_report())
         if before != (result.status, result.error_reason):
             changed.append(result.instance_id)

@@ -76,12 +76,19 @@ class InstanceResult:
     collected: list[str] = field(default_factory=list)
     cost: float | None = None
     calls: int | None = None
+    #: who the error is charged to when the evidence says otherwise than the reason's
+    #: default (harness/grading/origins.py); None: the default
+    origin: str | None = None
+    runner: str = ""
+    id_convention: str = ""
     #: the node that evaluated it (host name, or the cluster node's name)
     node: str = ""
 
     @property
     def error_origin(self) -> str | None:
-        return self.error_reason.origin if self.error_reason else None
+        if self.error_reason is None:
+            return None
+        return self.origin or self.error_reason.origin
 
     def to_report(self) -> dict[str, Any]:
         return {
@@ -106,7 +113,8 @@ class InstanceResult:
             "error_detail": self.error_detail,
             "apply_strategy": self.apply_strategy,
             "integrity": {**self.integrity_details, "flags": self.integrity_flags},
-            "parser": {"name": self.parser, "source": self.parse_source, "notes": self.parse_notes},
+            "parser": {"name": self.parser, "source": self.parse_source, "notes": self.parse_notes,
+                       "runner": self.runner, "id_convention": self.id_convention},
             "test_exit_code": self.test_exit_code,
             "timings": self.timings,
             "image": self.image,
@@ -130,6 +138,7 @@ class InstanceResult:
         flags = integrity.pop("flags", [])
         parser = data.get("parser") or {}
         reason = data.get("error_reason")
+        origin = data.get("error_origin")
         return cls(
             instance_id=data["instance_id"], repo=data.get("repo", ""),
             model_name_or_path=data.get("model_name_or_path", ""), status=InstanceStatus(data["status"]),
@@ -150,6 +159,8 @@ class InstanceResult:
             commands=[CommandRecord(**c) for c in data.get("commands", [])],
             exception=data.get("exception"), attempts=data.get("attempts", []),
             cost=data.get("cost"), calls=data.get("calls"), collected=data.get("collected", []),
+            origin=origin if reason and origin != ErrorReason(reason).origin else None,
+            runner=parser.get("runner", ""), id_convention=parser.get("id_convention", ""),
             node=data.get("node") or "",
         )
 
@@ -176,7 +187,7 @@ def summarise(run_id: str, model: str, total_ids: Iterable[str], results: Iterab
     results = list(first.values())
     total = sorted(set(total_ids))
     error = sorted({*(r.instance_id for r in results
-                      if r.error_reason and r.error_reason.origin != "model"), *input_errors})
+                      if r.error_reason and r.error_origin != "model"), *input_errors})
     resolved = sorted(r.instance_id for r in results if r.resolved and r.instance_id not in error)
     unresolved = sorted(r.instance_id for r in results
                         if not r.resolved and r.instance_id not in error)
@@ -187,7 +198,7 @@ def summarise(run_id: str, model: str, total_ids: Iterable[str], results: Iterab
     by_origin: dict[str, list[str]] = {"model": [], "instance": [], "harness": []}
     for r in results:
         if r.error_reason:
-            by_origin[r.error_reason.origin].append(r.instance_id)
+            by_origin[r.error_origin].append(r.instance_id)
     by_origin["instance"].extend(sorted(input_errors))
     status_counts: dict[str, int] = {}
     for r in results:

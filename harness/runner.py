@@ -31,7 +31,7 @@ import docker
 from tenacity import (RetryCallState, Retrying, retry_if_exception, retry_if_exception_type, stop_after_attempt,
                       wait_exponential)
 
-from harness import __version__
+from harness import __version__, incontainer
 from harness.engine.sandbox import DockerBackend, Limits
 from harness.engine.client import engine_alive
 from harness.errors import (ContainerDied, EngineLost, ImageBuildError, InfrastructureError, InputError,
@@ -75,7 +75,10 @@ class RunConfig:
     label: str | None = None
 
     def grading_key(self) -> str:
-        return content_hash({"eval": self.eval.as_dict(), "limits": self.limits.__dict__, "version": __version__})
+        # the trusted in-container files (the result reporter) are installed at run time, so
+        # they are an input of the grading, not of any image
+        return content_hash({"eval": self.eval.as_dict(), "limits": self.limits.__dict__, "version": __version__,
+                             "trusted_files": incontainer.digest()})
 
 
 @dataclass(frozen=True)
@@ -338,9 +341,21 @@ def failure_result(task: Task, reason: ErrorReason, exc: BaseException, grading_
 
 def compare_with_control(result: InstanceResult, instance: Instance, control_dir: Path) -> None:
     """Flag a run that collected fewer of the graded tests than the reference-patch
-    control run of the same instance did (tests deleted, renamed or hidden)."""
+    control run of the same instance did (tests deleted, renamed or hidden); and a run
+    that failed the way the control failed is not charged to the model
+    (harness/grading/origins.py)."""
     control = load_report(Path(control_dir) / instance.instance_id / "report.json")
-    if control is None or not control.collected or result.status is InstanceStatus.INVALID:
+    if control is None:
+        return
+    from harness.grading.origins import same_failure_as_control
+    if same_failure_as_control(result.error_reason, control.error_reason,
+                               result.integrity_details.get("collection_errors", []),
+                               control.integrity_details.get("collection_errors", [])):
+        result.origin = "harness" if result.error_reason.origin != "harness" else None
+        result.integrity_flags.append("failed_like_control")
+        result.integrity_details["control_error_reason"] = control.error_reason.value
+        return
+    if not control.collected or result.status is InstanceStatus.INVALID:
         return
     graded = {*instance.fail_to_pass, *instance.pass_to_pass}
     lost = sorted((graded & set(control.collected)) - set(result.collected))

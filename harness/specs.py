@@ -52,7 +52,7 @@ DEFAULT_SPECS_DIR = IMAGES_DIR / "specs"
 _FIELDS = {
     "python", "apt_packages", "requirements", "install_requires_from_tree", "pre_install",
     "install", "reinstall_after_patch", "reinstall", "test_cmd", "parser", "env", "services",
-    "timeout", "test_directives", "setup_files", "runner_internals_allowed",
+    "timeout", "test_directives", "setup_files", "runner_internals_allowed", "runner", "id_convention",
     "interpreter", "installer", "build_requires", "install_extras", "compiler", "reinstall_timeout",
     "compiled_sources", "submodules", "resolve_as_of", "downloads", "yield_to_tree",
 }
@@ -142,9 +142,13 @@ class EnvSpec:
     """How to build and test one (repository, version).
 
     ``timeout`` is in seconds for the test command. ``test_directives`` chooses what is
-    appended to ``test_cmd``: "test_files" (the files the test patch touches, as
-    SWE-bench does) or "none". ``setup_files`` (path → text) are written into the
-    working copy at image-build time, before ``pre_install`` and ``install``.
+    appended to ``test_cmd``: "test_files" (the runner's targets from the test patch:
+    files, or Django's dotted labels, as SWE-bench does) or "none". ``setup_files``
+    (path → text) are written into the working copy at image-build time, before
+    ``pre_install`` and ``install``. ``runner`` names the test runner (harness.runners;
+    default pytest), ``parser`` the result parser (default: the runner's) and
+    ``id_convention`` how the dataset spelled its test ids (harness/grading/conventions.py;
+    default: the runner's first).
 
     Environment: ``interpreter`` overrides where ``python`` comes from (a mapping as in
     images/bases.yaml ``pythons``); ``installer`` pins pip/setuptools/wheel (empty: the
@@ -169,7 +173,9 @@ class EnvSpec:
     reinstall_after_patch: str = "auto"
     reinstall: str = ""
     test_cmd: str = "pytest -rA"
+    runner: str = "pytest"
     parser: str = "pytest"
+    id_convention: str = "pytest"
     env: tuple[tuple[str, str], ...] = ()
     services: tuple[ServiceSpec, ...] = ()
     timeout: int = 1800
@@ -351,7 +357,7 @@ def _build(repo: str, version: str, merged: dict, source: str) -> EnvSpec:
             raise fail(key, f"must be true or false, got {value!r}")
         return value
 
-    for key in ("python", "install", "reinstall", "test_cmd", "parser"):
+    for key in ("python", "install", "reinstall", "test_cmd", "parser", "runner", "id_convention"):
         if merged.get(key) is not None and not isinstance(merged[key], str):
             raise fail(key, f"must be a string (quote it in YAML), got {merged[key]!r}")
 
@@ -408,6 +414,7 @@ def _build(repo: str, version: str, merged: dict, source: str) -> EnvSpec:
     for pin in installer:
         if not re.fullmatch(r"(pip|setuptools|wheel)==[A-Za-z0-9_.+!-]+", pin):
             raise fail("installer", f"{pin!r}: only exact pins of pip, setuptools and wheel (NAME==VERSION)")
+    runner, parser, convention = _runner_fields(merged, fail)
     return EnvSpec(
         repo=repo, version=version, python=python,
         apt_packages=str_list("apt_packages"), requirements=str_list("requirements"),
@@ -416,7 +423,8 @@ def _build(repo: str, version: str, merged: dict, source: str) -> EnvSpec:
         reinstall_after_patch=reinstall_mode,
         runner_internals_allowed=boolean("runner_internals_allowed"),
         reinstall=str(merged.get("reinstall") or ""),
-        test_cmd=str(merged.get("test_cmd") or "pytest -rA"), parser=str(merged.get("parser") or "pytest"),
+        test_cmd=str(merged.get("test_cmd") or "pytest -rA"), runner=runner, parser=parser,
+        id_convention=convention,
         env=tuple(sorted((str(k), str(v)) for k, v in env.items())),
         services=tuple(_service(raw, i, fail) for i, raw in enumerate(services)), timeout=timeout, test_directives=directives,
         setup_files=tuple(sorted((str(k), str(v)) for k, v in setup_files.items())),
@@ -426,3 +434,28 @@ def _build(repo: str, version: str, merged: dict, source: str) -> EnvSpec:
         submodules=submodules, resolve_as_of=as_of, downloads=tuple(downloads),
         yield_to_tree=str_list("yield_to_tree"), source=source,
     )
+
+
+def _runner_fields(merged: dict, fail) -> tuple[str, str, str]:
+    """``runner``, ``parser`` and ``id_convention``, checked against each other: the parser
+    must read what the runner writes and the runner must address the convention's ids."""
+    from harness.errors import UnknownNameError
+    from harness.grading.conventions import get_convention
+    from harness.runners import get_runner
+    try:
+        runner = get_runner(str(merged.get("runner") or "pytest"))
+        parser = str(merged.get("parser") or runner.default_parser)
+        convention = get_convention(str(merged.get("id_convention") or runner.default_convention)).name
+    except UnknownNameError as exc:
+        message = str(exc).split(": ", 1)[-1] if exc.field else str(exc)
+        raise fail(exc.field or "runner", message) from None
+    if parser not in runner.parsers:
+        raise fail("parser", f"{parser!r} does not read what the {runner.name} runner writes "
+                             f"(use one of: {', '.join(runner.parsers)})")
+    if convention not in runner.conventions:
+        raise fail("id_convention", f"the {runner.name} runner cannot address {convention!r} test ids "
+                                    f"(it addresses: {', '.join(runner.conventions)})")
+    problem = runner.check_test_cmd(str(merged.get("test_cmd") or "pytest -rA"))
+    if problem:
+        raise fail("test_cmd", problem)
+    return runner.name, parser, convention

@@ -52,7 +52,7 @@ def main(roots: list[Path], cold_root: Path | None = None) -> None:
     per_repo: dict[str, list[dict]] = defaultdict(list)
     for root in roots:
         validity = json.loads((root / "validity.json").read_text())
-        repeats = sorted(p.name for p in root.glob("gold-*") if p.is_dir())
+        repeats = sorted(p.name for p in root.glob("*gold-*") if p.is_dir())
         for iid, row in validity["instances"].items():
             gold = [r for r in (_reports(root, run, iid) for run in repeats) if r]
             first = gold[0] if gold else {}

@@ -20,7 +20,7 @@ import docker
 
 def main(root: Path) -> None:
     validity = json.loads((root / "validity.json").read_text())
-    repeats = sorted(p for p in root.glob("gold-*") if p.is_dir())
+    repeats = sorted(p for p in root.glob("*gold-*") if p.is_dir())
     sizes = {}
     for item in docker.from_env().df().get("Images") or []:
         for tag in item.get("RepoTags") or []:

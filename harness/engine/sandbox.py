@@ -95,7 +95,8 @@ class Sandbox(Protocol):
 
     privileged_setup: bool
 
-    def put_files(self, directory: str, files: dict[str, bytes], mode: int = 0o644) -> None: ...
+    def put_files(self, directory: str, files: dict[str, bytes], mode: int = 0o644,
+                  owner: int = 1000) -> None: ...
 
     def get_file(self, path: str, limit: int) -> bytes | None: ...
 
@@ -144,11 +145,14 @@ class DockerBackend:
         volumes = []
         mounts = []
         try:
-            for target, size, mode in (("/testbed", limits.testbed_size, "0755"),
-                                       ("/harness", limits.io_size, "0755")):
+            # /harness is root's, sticky and world-writable: the test user makes its output
+            # directory there but can neither rename nor replace the root-owned trusted files
+            # (harness.incontainer.TRUSTED_DIR) the evaluation installs.
+            for target, size, owner, mode in (("/testbed", limits.testbed_size, 1000, "0755"),
+                                              ("/harness", limits.io_size, 0, "1777")):
                 vol_name = f"{base}-{target.strip('/')}"
                 opts = {"type": "tmpfs", "device": "tmpfs",
-                        "o": f"size={size},uid=1000,gid=1000,mode={mode},nosuid,nodev"}
+                        "o": f"size={size},uid={owner},gid={owner},mode={mode},nosuid,nodev"}
                 volumes.append(self.client.volumes.create(name=vol_name, driver="local", driver_opts=opts,
                                                           labels=labels))
                 mounts.append(Mount(target=target, source=vol_name, type="volume"))
@@ -310,9 +314,11 @@ class DockerSandbox:
         except (NotFound, APIError):
             pass
 
-    def put_files(self, directory: str, files: dict[str, bytes], mode: int = 0o644) -> None:
+    def put_files(self, directory: str, files: dict[str, bytes], mode: int = 0o644,
+                  owner: int = 1000) -> None:
         """Write files (relative paths → bytes) under ``directory`` through the engine's
-        archive API (no process runs in the container). Owned by the harness user."""
+        archive API (no process runs in the container). Owned by ``owner`` (default the
+        harness user; 0 for trusted files), with the directories they need (mode 0755)."""
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w") as tar:
             dirs = set()
@@ -322,11 +328,11 @@ class DockerSandbox:
                     dirs.add("/".join(parts[:i]))
             for d in sorted(dirs):
                 info = tarfile.TarInfo(d)
-                info.type, info.mode, info.uid, info.gid = tarfile.DIRTYPE, 0o755, 1000, 1000
+                info.type, info.mode, info.uid, info.gid = tarfile.DIRTYPE, 0o755, owner, owner
                 tar.addfile(info)
             for rel, data in files.items():
                 info = tarfile.TarInfo(rel)
-                info.size, info.mode, info.uid, info.gid = len(data), mode, 1000, 1000
+                info.size, info.mode, info.uid, info.gid = len(data), mode, owner, owner
                 info.mtime = int(time.time())
                 tar.addfile(info, io.BytesIO(data))
         try:

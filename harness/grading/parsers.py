@@ -54,6 +54,10 @@ class ParsedResults:
     conflicts: list[str] = field(default_factory=list)
     source: str = "none"
     notes: list[str] = field(default_factory=list)
+    #: native id -> the label the framework printed for it (unittest/Django; id conventions)
+    labels: dict[str, str] = field(default_factory=dict)
+    #: test files/modules that failed to import or collect (their tests never ran)
+    collection_errors: list[str] = field(default_factory=list)
 
 
 ParseFn = Callable[[RunArtefacts], ParsedResults]

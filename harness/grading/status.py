@@ -40,6 +40,8 @@ class ErrorReason(str, enum.Enum):
     TEST_PATCH_APPLY_FAILED = "test_patch_apply_failed"
     TIMEOUT = "timeout"
     SUITE_DID_NOT_RUN = "suite_did_not_run"
+    #: graded tests were never collected: a test module failed to import (or collect)
+    COLLECTION_ERROR = "collection_error"
     CONTAINER_DIED = "container_died"
     OUTPUT_LIMIT_EXCEEDED = "output_limit_exceeded"
     AMBIGUOUS_RESULTS = "ambiguous_results"
@@ -59,7 +61,8 @@ class ErrorReason(str, enum.Enum):
 
     @property
     def origin(self) -> str:
-        """Who is to blame: 'model', 'instance' or 'harness'."""
+        """Who is to blame by default: 'model', 'instance' or 'harness' (evidence can move
+        a 'model' default elsewhere: harness/grading/origins.py)."""
         return _ORIGIN[self]
 
 
@@ -71,6 +74,7 @@ _ORIGIN = {
     ErrorReason.AMBIGUOUS_RESULTS: "model",
     ErrorReason.TAMPERED: "model",
     ErrorReason.SUITE_DID_NOT_RUN: "model",
+    ErrorReason.COLLECTION_ERROR: "model",
     ErrorReason.CONTAINER_DIED: "harness",
     ErrorReason.TEST_PATCH_APPLY_FAILED: "instance",
     ErrorReason.MALFORMED_INSTANCE: "instance",

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from harness import demo
+from harness import demo, incontainer
 from harness.engine.images import PRISTINE_TREE
 from harness.engine.sandbox import DockerBackend
+from harness.evaluation import install_trusted_files
 from harness.instances import load_instances
 from harness.repos import RepoResolver
 from harness.runner import Preparer
@@ -86,6 +87,35 @@ def test_container_is_unprivileged_and_read_only(sandbox):
     assert "0000000000000000" in lines[1]
     assert "Read-only file system" in status
     assert "testbed-writable" in status
+
+
+def test_trusted_files_are_root_owned_and_the_test_user_can_neither_change_nor_replace_them(sandbox):
+    install_trusted_files(sandbox)
+    reporter = incontainer.trusted_path("junit_reporter.py")
+    listing = sandbox.exec(["stat", "-c", "%u %a %n", incontainer.TRUSTED_DIR, incontainer.PY_DIR, reporter],
+                           timeout=30)
+    assert listing.output.split("\n")[:3] == [f"0 755 {incontainer.TRUSTED_DIR}", f"0 755 {incontainer.PY_DIR}",
+                                               f"0 444 {reporter}"], listing.output
+    same = sandbox.exec(["cat", reporter], timeout=30).output.encode()
+    assert same == incontainer.files()["py/junit_reporter.py"]
+    # as the test user (uid 1000): write, delete, rename the file or its directories, shadow them
+    attempts = {
+        "write": f"echo x >> {reporter}",
+        "delete": f"rm -f {reporter}",
+        "add": f"touch {incontainer.PY_DIR}/sitecustomize.py",
+        "rename_dir": f"mv {incontainer.TRUSTED_DIR} /harness/moved",
+        "rename_py": f"mv {incontainer.PY_DIR} {incontainer.TRUSTED_DIR}/moved",
+        "chmod": f"chmod u+w {reporter}",
+    }
+    for what, command in attempts.items():
+        res = sandbox.exec(["/bin/sh", "-c", command], timeout=30)
+        assert res.exit_code != 0, (what, res.output)
+    after = sandbox.exec(["cat", reporter], timeout=30).output.encode()
+    assert after == same
+    assert sandbox.exec(["ls", incontainer.PY_DIR], timeout=30).output.split() == \
+        [name.split("/")[-1] for name in incontainer.files() if name.startswith("py/")]
+    # the test user still makes its own output directory beside them
+    assert sandbox.exec(["mkdir", "/harness/out-test"], timeout=30).exit_code == 0
 
 
 def test_no_container_or_volume_survives_a_closed_sandbox(engine, sandbox):

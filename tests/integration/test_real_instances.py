@@ -17,7 +17,9 @@ import pytest
 from tests.conftest import PROJECT_ROOT
 
 REPOS = Path(os.environ.get("HARNESS_REAL_REPOS", "/work/repos"))
-LITE = PROJECT_ROOT.parent / "shared" / "swebench" / "lite-public.jsonl"
+#: SWE-bench's published records: ../shared/swebench beside the checkout, or $HARNESS_SWEBENCH_DATA
+SHARED = Path(os.environ.get("HARNESS_SWEBENCH_DATA", PROJECT_ROOT.parent / "shared" / "swebench"))
+LITE = SHARED / "lite-public.jsonl"
 SAMPLE = {"pallets__flask-5063": "pallets__flask", "psf__requests-2317": "psf__requests",
           "pytest-dev__pytest-7373": "pytest-dev__pytest"}
 
@@ -51,3 +53,26 @@ def test_reference_patches_resolve_and_empty_patches_do_not(harness_run, tmp_pat
     phases = [c["phase"] for c in report["commands"]]
     assert "service_setup" in phases and "service_ready" in phases
     assert any("test_connect_timeout" in t for t in report["tests_status"]["PASS_TO_PASS"]["success"])
+
+
+LITE_ALL = SHARED / "lite-test.jsonl"
+SYMPY = "sympy__sympy-11400"
+
+
+@pytest.mark.skipif(not LITE_ALL.exists() or not (REPOS / "sympy__sympy").exists(),
+                    reason=f"{LITE_ALL} or {REPOS / 'sympy__sympy'} absent")
+def test_sympy_runs_under_bin_test_with_its_id_convention(harness_run, tmp_path):
+    """A Lite sympy instance end to end: bin/test under the in-container reporter, ids by
+    function name (docs/REAL_INSTANCES.md records all 77)."""
+    record = next(json.loads(line) for line in LITE_ALL.read_text().splitlines()
+                  if json.loads(line)["instance_id"] == SYMPY)
+    instances = tmp_path / "sympy.jsonl"
+    instances.write_text(json.dumps(record) + "\n")
+    common = ("--instances", str(instances), "--repos-dir", str(REPOS), "--no-clone")
+    gold = harness_run(*common, "--predictions", "gold", run_id="sympy-gold").report(SYMPY)
+    assert (gold["status"], gold["error_reason"]) == ("FULL", None), gold["error_detail"]
+    assert gold["parser"]["runner"] == "sympy" and gold["parser"]["source"] == "junit"
+    assert "test_ccode_Relational" in gold["tests_status"]["FAIL_TO_PASS"]["success"]
+    assert gold["integrity"]["canaries"]["must_fail"] == "FAILED"
+    empty = harness_run(*common, "--predictions", "empty", run_id="sympy-empty").report(SYMPY)
+    assert empty["status"] == "NO" and "test_ccode_Relational" in empty["tests_status"]["FAIL_TO_PASS"]["failure"]

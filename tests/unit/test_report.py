@@ -185,7 +185,7 @@ def test_to_report_has_swe_bench_keys_and_ours():
     assert data["status"] == "INVALID"
     assert data["error_reason"] == "timeout" and data["error_origin"] == "model"
     assert data["integrity"] == {"flags": ["patch_touched_tests"], "patch_touched_tests": ["tests/test_x.py"]}
-    assert data["parser"] == {"name": "pytest", "source": "junit", "notes": ["n1"]}
+    assert data["parser"] == {"name": "pytest", "source": "junit", "notes": ["n1"], "runner": "", "id_convention": ""}
     assert data["commands"][0]["argv"] == ["pytest", "-rA"]
     assert data["schema_version"] == SCHEMA_VERSION
 

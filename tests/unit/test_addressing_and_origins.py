@@ -1,0 +1,167 @@
+"""No silent drops (ids a runner cannot address are refused before anything runs), and
+origins that follow the evidence (harness/runners/checks.py, harness/grading/origins.py,
+the judgement in harness/evaluation.py)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from harness.evaluation import judge_run, settle_origin
+from harness.grading.origins import evidence_origin, same_failure_as_control
+from harness.grading.status import ErrorReason, InstanceStatus, TestStatus
+from harness.instances import parse_instance
+from harness.report import InstanceResult, summarise
+from harness.runners.checks import instance_id_problem, refuse_unaddressable
+from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry
+
+#: SWE-bench's published records (../shared/swebench beside the checkout; $HARNESS_SWEBENCH_DATA)
+SHARED = Path(os.environ.get("HARNESS_SWEBENCH_DATA", Path(__file__).resolve().parents[2].parent / "shared" / "swebench"))
+
+
+def _record(**overrides) -> dict:
+    record = {"instance_id": "x__y-1", "repo": "x/y", "base_commit": "a" * 40, "patch": "", "version": "1",
+              "test_patch": "diff --git a/t/test_a.py b/t/test_a.py\n--- a/t/test_a.py\n+++ b/t/test_a.py\n"
+                            "@@ -1 +1,2 @@\n x\n+y\n",
+              "FAIL_TO_PASS": ["t/test_a.py::test_fix"], "PASS_TO_PASS": ["t/test_a.py::test_keep"]}
+    record.update(overrides)
+    return record
+
+
+def test_sympy_ids_under_a_pytest_spec_are_refused_naming_instance_field_and_ids():
+    inst = parse_instance(_record(FAIL_TO_PASS=["test_ccode_Relational", "test_ccode_sinc"],
+                                  PASS_TO_PASS=["test_ccode_sqrt"]))
+    problem = instance_id_problem(inst, "pytest", "pytest")
+    assert problem is not None
+    assert problem.record == "x__y-1" and problem.field == "FAIL_TO_PASS"
+    assert "'test_ccode_Relational'" in str(problem) and "'test_ccode_sinc'" in str(problem)
+    assert "pytest" in str(problem)
+    # the same ids are exactly what the sympy convention addresses
+    assert instance_id_problem(inst, "sympy", "sympy") is None
+
+
+def test_log_fragments_are_not_refused_but_left_out_and_reported():
+    inst = parse_instance(_record(PASS_TO_PASS=["t/test_a.py::test_keep", "[100%]", "["]))
+    assert instance_id_problem(inst, "pytest", "pytest") is None
+    output = ("=========================== short test summary info ============================\n"
+              "PASSED t/test_a.py::test_keep\nPASSED t/test_a.py::test_fix\n")
+    judged = judge_run(inst, "pytest-text", output, None, 0, ["t/test_a.py"], None)
+    assert judged.verdict.status is InstanceStatus.FULL
+    assert judged.details["ignored_test_ids"] == ["[100%]", "["] and "dataset_ids_ignored" in judged.flags
+
+
+def test_a_record_naming_its_log_parser_must_match_the_spec_convention():
+    inst = parse_instance(_record(log_parser="parse_log_pylint"))
+    problem = instance_id_problem(inst, "pytest", "pytest")
+    assert problem is not None and problem.field == "log_parser" and "pytest-options" in str(problem)
+    assert instance_id_problem(inst, "pytest", "pytest-options") is None
+    # seaborn's parser spells ids as the pytest convention does: not a mismatch
+    assert instance_id_problem(parse_instance(_record(log_parser="parse_log_seaborn")), "pytest", "pytest") is None
+
+
+@pytest.mark.skipif(not (SHARED / "lite-test.jsonl").exists(), reason="shared SWE-bench records absent")
+def test_every_lite_and_verified_record_is_addressable_by_its_spec():
+    """No Lite or Verified record with a spec is refused (none silently unaddressable), and
+    a spec that grades Django labels with pytest refuses every Django record."""
+    from harness.instances import load_instances
+    specs = SpecRegistry.load(DEFAULT_SPECS_DIR)
+    for name in ("lite-test.jsonl", "verified-test.jsonl"):
+        loaded = load_instances(SHARED / name)
+        kept, refused = refuse_unaddressable(loaded.instances, specs)
+        assert refused == [], [str(e) for e in refused[:3]]
+        assert len(kept) == len(loaded.instances)
+    django = [i for i in load_instances(SHARED / "lite-test.jsonl").instances if i.repo == "django/django"]
+    assert len(django) == 114
+    assert all(instance_id_problem(i, "pytest", "pytest") is not None for i in django)
+
+
+# --------------------------------------------------------------------------- origins
+
+def test_reference_patch_failures_are_never_the_models():
+    assert evidence_origin(ErrorReason.SUITE_DID_NOT_RUN) == "model"
+    assert evidence_origin(ErrorReason.SUITE_DID_NOT_RUN, reference_patch=True) == "harness"
+    assert evidence_origin(ErrorReason.COLLECTION_ERROR, reference_patch=True) == "harness"
+    assert evidence_origin(ErrorReason.TIMEOUT, reference_patch=True) == "harness"
+    assert evidence_origin(ErrorReason.PATCH_APPLY_FAILED, reference_patch=True) == "instance"
+    assert evidence_origin(ErrorReason.TEST_PATCH_APPLY_FAILED, reference_patch=True) == "instance"
+    assert evidence_origin(ErrorReason.CONTAINER_DIED, reference_patch=True) == "harness"
+    assert evidence_origin(None, reference_patch=True) is None
+
+
+def test_failing_like_the_control_is_not_the_models():
+    assert same_failure_as_control(ErrorReason.SUITE_DID_NOT_RUN, ErrorReason.SUITE_DID_NOT_RUN)
+    assert not same_failure_as_control(ErrorReason.SUITE_DID_NOT_RUN, None)
+    assert not same_failure_as_control(ErrorReason.TAMPERED, ErrorReason.TAMPERED)
+    assert same_failure_as_control(ErrorReason.COLLECTION_ERROR, ErrorReason.COLLECTION_ERROR,
+                                   ["t/test_a.py"], ["t/test_a.py", "t/test_b.py"])
+    # the model broke a module the control collected: that is the model's doing
+    assert not same_failure_as_control(ErrorReason.COLLECTION_ERROR, ErrorReason.COLLECTION_ERROR,
+                                       ["t/test_c.py"], ["t/test_a.py"])
+
+
+def test_settled_origin_is_reported_and_counted():
+    result = InstanceResult("x__y-1", "x/y", "gold", InstanceStatus.INVALID,
+                            error_reason=ErrorReason.SUITE_DID_NOT_RUN)
+    settle_origin(result, reference_patch=True)
+    report = result.to_report()
+    assert report["error_origin"] == "harness"
+    back = InstanceResult.from_report(report)
+    assert back.error_origin == "harness"
+    summary = summarise("r", "gold", ["x__y-1"], [back], {})
+    assert summary["error_ids"] == ["x__y-1"] and summary["errors_by_origin"]["harness"] == ["x__y-1"]
+    settle_origin(result, reference_patch=False)
+    assert result.to_report()["error_origin"] == "model" and result.origin is None
+
+
+# --------------------------------------------------------------------------- collection errors
+
+def test_graded_tests_never_collected_are_a_collection_error_not_failed():
+    inst = parse_instance(_record(FAIL_TO_PASS=["test_fix"], PASS_TO_PASS=["test_keep", "test_other"]))
+    xml = (b'<testsuite><testcase classname="" name="" file="t/test_a.py">'
+           b'<error type="collection" message="ImportError: cannot import name \'fix\'"/></testcase>'
+           b'<testcase classname="t.test_b" name="test_other" file="t/test_b.py"/></testsuite>')
+    judged = judge_run(inst, "sympy", "", xml, 1, ["t/test_a.py"], None, convention="sympy")
+    assert judged.reason is ErrorReason.COLLECTION_ERROR
+    assert judged.verdict.status is InstanceStatus.INVALID
+    assert judged.details["collection_errors"] == ["t/test_a.py"]
+    assert judged.details["not_collected"] == ["test_fix", "test_keep"]
+    assert "collection_error" in judged.flags and "t/test_a.py" in judged.detail
+
+
+def test_collection_error_elsewhere_is_visible_but_does_not_decide():
+    inst = parse_instance(_record(FAIL_TO_PASS=["test_fix"], PASS_TO_PASS=[]))
+    xml = (b'<testsuite><testcase classname="" name="" file="t/test_z.py"><error type="collection" message="x"/>'
+           b'</testcase><testcase classname="t.test_a" name="test_fix" file="t/test_a.py"/></testsuite>')
+    judged = judge_run(inst, "sympy", "", xml, 1, ["t/test_a.py"], None, convention="sympy")
+    assert judged.reason is None and judged.verdict.status is InstanceStatus.FULL
+    assert "collection_error" in judged.flags
+
+
+def test_nothing_parsed_is_suite_did_not_run():
+    inst = parse_instance(_record())
+    judged = judge_run(inst, "sympy", "Traceback ...", None, 1, ["t/test_a.py"], None, convention="sympy")
+    assert judged.reason is ErrorReason.SUITE_DID_NOT_RUN
+    assert judged.verdict.status is InstanceStatus.INVALID
+    assert TestStatus  # statuses stay typed
+
+
+def test_a_model_run_failing_like_its_control_is_charged_to_the_environment(tmp_path):
+    from harness.report import write_json_atomic
+    from harness.runner import compare_with_control
+    inst = parse_instance(_record())
+    control = InstanceResult("x__y-1", "x/y", "gold", InstanceStatus.INVALID, error_reason=ErrorReason.COLLECTION_ERROR,
+                             integrity_details={"collection_errors": ["t/test_a.py"]})
+    settle_origin(control, reference_patch=True)
+    write_json_atomic(tmp_path / "x__y-1" / "report.json", control.to_report())
+
+    def model_run(files):
+        return InstanceResult("x__y-1", "x/y", "m", InstanceStatus.INVALID, error_reason=ErrorReason.COLLECTION_ERROR,
+                              integrity_details={"collection_errors": files})
+    same = model_run(["t/test_a.py"])
+    compare_with_control(same, inst, tmp_path)
+    assert same.error_origin == "harness" and "failed_like_control" in same.integrity_flags
+    worse = model_run(["t/test_a.py", "t/test_b.py"])     # the model broke another module too
+    compare_with_control(worse, inst, tmp_path)
+    assert worse.error_origin == "model" and "failed_like_control" not in worse.integrity_flags

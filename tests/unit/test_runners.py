@@ -1,0 +1,178 @@
+"""Runners (harness/runners): registry, commands, targets, ids, canaries, spec fields."""
+
+from __future__ import annotations
+
+import shlex
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from harness.errors import InputError, UnknownNameError
+from harness.evaluation import Canary, build_test_command
+from harness.grading.parsers import get_parser
+from harness.patches import patch_files
+from harness.runners import INCONTAINER_DIR, RUNNERS, get_runner
+from harness.runners.unittest_runner import django_label
+from harness.specs import EnvSpec, SpecRegistry
+
+DJANGO_TEST_PATCH = """\
+diff --git a/tests/admin_views/tests.py b/tests/admin_views/tests.py
+--- a/tests/admin_views/tests.py
++++ b/tests/admin_views/tests.py
+@@ -1,1 +1,2 @@
+ x = 1
++y = 2
+diff --git a/tests/admin_views/models.py b/tests/admin_views/models.py
+--- a/tests/admin_views/models.py
++++ b/tests/admin_views/models.py
+@@ -1,1 +1,2 @@
+ x = 1
++y = 2
+diff --git a/tests/admin_views/fixtures/data.json b/tests/admin_views/fixtures/data.json
+--- a/tests/admin_views/fixtures/data.json
++++ b/tests/admin_views/fixtures/data.json
+@@ -1,1 +1,1 @@
+-[]
++[{}]
+"""
+
+
+def test_registry_and_close_names():
+    assert {"pytest", "sympy", "django", "unittest"} <= set(RUNNERS)
+    with pytest.raises(UnknownNameError, match="'django'"):
+        get_runner("djang")
+
+
+def test_pytest_options_come_after_the_file_arguments():
+    """pytest 3's -o takes every following word: nothing of ours sits between the command
+    and its files (astropy 1.3's pytest 3.3.1 lost its file arguments that way)."""
+    spec = EnvSpec(repo="a/b", version="1", test_cmd="pytest -rA -p no:cacheprovider")
+    command = build_test_command(spec, patch_files(_patch("tests/test_x.py", "tests/test_y.py")), "/harness/o/r.xml")
+    words = shlex.split(command)
+    assert words[:5] == ["pytest", "-rA", "-p", "no:cacheprovider", "tests/test_x.py"]
+    assert words[5] == "tests/test_y.py"
+    assert words[6:] == ["--junitxml=/harness/o/r.xml", "-o", "junit_family=xunit1"]
+
+
+def test_pytest_test_directives_none_runs_the_command_alone():
+    spec = EnvSpec(repo="a/b", version="1", test_cmd="pytest -rA", test_directives="none")
+    assert shlex.split(build_test_command(spec, patch_files(_patch("t/test_x.py")), "/r.xml")) == [
+        "pytest", "-rA", "--junitxml=/r.xml", "-o", "junit_family=xunit1"]
+
+
+def test_sympy_runs_bin_test_unchanged_under_the_reporter():
+    spec = EnvSpec(repo="sympy/sympy", version="1.1", runner="sympy", parser="sympy", id_convention="sympy",
+                   test_cmd="bin/test -C --verbose")
+    words = shlex.split(build_test_command(spec, patch_files(_patch("sympy/core/tests/test_basic.py")), "/o/r.xml"))
+    split = words.index("--")
+    assert words[:split] == ["/opt/harness/venv/bin/python", f"{INCONTAINER_DIR}/junit_reporter.py",
+                             "--framework", "sympy", "--junit", "/o/r.xml"]
+    assert words[split + 1:] == ["bin/test", "-C", "--verbose", "sympy/core/tests/test_basic.py"]
+
+
+def test_django_labels_as_swebench_derives_them():
+    runner = get_runner("django")
+    test_patch = patch_files(DJANGO_TEST_PATCH)
+    assert runner.targets(test_patch) == ["admin_views.tests", "admin_views.models"]
+    assert runner.test_files(test_patch) == ["tests/admin_views/tests.py", "tests/admin_views/models.py"]
+    assert django_label("tests/migrations/test_commands.py") == "migrations.test_commands"
+    assert django_label("django/contrib/auth/tests/test_x.py") == "django.contrib.auth.tests.test_x"
+    # the canaries go into a test module, not into models.py
+    assert runner.canary_file(runner.test_files(test_patch)) == "tests/admin_views/tests.py"
+
+
+def test_spell_id_and_canaries_per_runner():
+    assert get_runner("pytest").spell_id("t/test_a.py", None, "test_x") == "t/test_a.py::test_x"
+    assert get_runner("sympy").spell_id("s/tests/test_a.py", None, "test_x") == "s/tests/test_a.py::test_x"
+    assert get_runner("django").spell_id("tests/a/tests.py", "T", "test_x") == "tests/a/tests.py::T::test_x"
+    with pytest.raises(ValueError, match="class"):
+        get_runner("django").spell_id("tests/a/tests.py", None, "test_x")
+    canary = Canary.make(["tests/a/models.py", "tests/a/tests.py"], get_runner("django"))
+    assert canary.path == "tests/a/tests.py" and canary.class_name
+    assert canary.fail_id == get_runner("django").spell_id(canary.path, canary.class_name, canary.fail_name)
+    source = canary.source().decode()
+    assert f"class {canary.class_name}(" in source and f"def {canary.fail_name}(self):" in source
+    compile(source, "canary", "exec")
+    function = Canary.make(["sympy/core/tests/test_a.py"], get_runner("sympy"))
+    assert function.class_name is None and function.fail_id == f"sympy/core/tests/test_a.py::{function.fail_name}"
+
+
+def test_unittest_canary_really_fails_and_passes(tmp_path):
+    """The method canaries run under plain unittest: one passes, one fails."""
+    import subprocess
+    import sys
+    canary = Canary.make(["test_mod.py"], get_runner("unittest"))
+    (tmp_path / "test_mod.py").write_bytes(b"import os\n" + canary.source())
+    proc = subprocess.run([sys.executable, "-m", "unittest", "-v", "test_mod"], cwd=tmp_path, capture_output=True,
+                          text=True)
+    assert proc.returncode == 1
+    assert f"{canary.pass_name} (test_mod.{canary.class_name}" in proc.stderr
+    assert "FAILED (failures=1)" in proc.stderr
+
+
+@pytest.mark.parametrize("fields, field, message", [
+    ({"runner": "sympi"}, "runner", "did you mean 'sympy'"),
+    ({"runner": "sympy", "parser": "pytest"}, "parser", "does not read what the sympy runner writes"),
+    ({"runner": "pytest", "id_convention": "django"}, "id_convention", "cannot address 'django'"),
+    ({"runner": "sympy", "id_convention": "pytest-option"}, "id_convention", "did you mean 'pytest-options'"),
+    ({"runner": "django", "test_cmd": "LANG=C ./tests/runtests.py"}, "test_cmd", "environment variables"),
+    ({"runner": "sympy", "test_cmd": "bin/test | tee log"}, "test_cmd", "one command"),
+])
+def test_spec_runner_fields_are_checked(tmp_path: Path, fields, field, message):
+    body = "".join(f"  {k}: {v!r}\n" for k, v in fields.items())
+    (tmp_path / "x.yaml").write_text(f"repo: a/b\ndefaults:\n{body}versions:\n  '1': {{}}\n")
+    with pytest.raises(InputError) as caught:
+        SpecRegistry.load(tmp_path).get("a/b", "1")
+    assert caught.value.field == field and message in str(caught.value)
+
+
+def test_spec_defaults_follow_the_runner(tmp_path: Path):
+    (tmp_path / "x.yaml").write_text(textwrap.dedent("""\
+        repo: a/b
+        defaults: {runner: django, test_cmd: "./tests/runtests.py --verbosity 2"}
+        versions: {'1': {}}
+    """))
+    spec = SpecRegistry.load(tmp_path).get("a/b", "1")
+    assert (spec.runner, spec.parser, spec.id_convention) == ("django", "django", "django")
+    plain = EnvSpec(repo="a/b", version="1")
+    assert (plain.runner, plain.parser, plain.id_convention) == ("pytest", "pytest", "pytest")
+    assert get_parser(spec.parser).name == "django"
+
+
+def test_project_specs_name_their_runners():
+    from harness.specs import DEFAULT_SPECS_DIR
+    registry = SpecRegistry.load(DEFAULT_SPECS_DIR)
+    assert registry.get("sympy/sympy", "1.1").runner == "sympy"
+    assert registry.get("django/django", "4.2").runner == "django"
+    assert registry.get("psf/requests", "2.10").id_convention == "pytest-options"
+    assert registry.get("pytest-dev/pytest", "8.0").runner == "pytest"
+
+
+def _patch(*paths: str) -> str:
+    return "".join(f"diff --git a/{p} b/{p}\n--- a/{p}\n+++ b/{p}\n@@ -1,1 +1,2 @@\n x\n+y\n" for p in paths)
+
+
+def test_patches_reaching_into_the_sympy_reporter_are_flagged():
+    from harness.evaluation import EvalConfig, Evaluator
+    from harness.instances import parse_instance
+    from harness.predictions import Prediction
+    test_patch = _patch("sympy/core/tests/test_basic.py")
+    model_patch = ("diff --git a/sympy/core/basic.py b/sympy/core/basic.py\n--- a/sympy/core/basic.py\n"
+                   "+++ b/sympy/core/basic.py\n@@ -1,1 +1,3 @@\n x\n+from sympy.testing.runtests import PyTestReporter\n"
+                   "+PyTestReporter.test_fail = PyTestReporter.test_pass\n")
+    instance = parse_instance({"instance_id": "sympy__sympy-1", "repo": "sympy/sympy", "base_commit": "a" * 40,
+                               "patch": "", "test_patch": test_patch, "FAIL_TO_PASS": ["test_x"],
+                               "PASS_TO_PASS": []})
+    spec = EnvSpec(repo="sympy/sympy", version="1.1", runner="sympy", parser="sympy", id_convention="sympy",
+                   test_cmd="bin/test -C --verbose")
+    for runner_spec, flagged in ((spec, True), (EnvSpec(repo="sympy/sympy", version="1.1"), False)):
+        evaluator = Evaluator(instance, Prediction("sympy__sympy-1", "m", model_patch), runner_spec,
+                              lambda path: None, EvalConfig())
+        evaluator._scan_runner_internals(patch_files(test_patch))
+        assert ("patch_references_test_runner" in evaluator.result.integrity_flags) is flagged
+
+
+def test_nested_classes_are_spelled_as_pytest_node_ids():
+    assert get_runner("pytest").test_id("t/test_a.py", "Outer.Inner", "test_x") == "t/test_a.py::Outer::Inner::test_x"
+    assert get_runner("unittest").spell_id("t/test_a.py", "Outer.Inner", "test_x") == "t/test_a.py::Outer::Inner::test_x"
