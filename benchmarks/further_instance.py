@@ -57,6 +57,8 @@ SUBJECTS = {
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--subjects", nargs="+", default=list(SUBJECTS), choices=list(SUBJECTS))
+    p.add_argument("--sides", nargs="+", default=["before", "after"], choices=["before", "after"],
+                   help="measure only these sides (e.g. re-run one side that failed)")
     p.add_argument("--before", default="7351ccb", help="git revision of the harness before the change")
     p.add_argument("--repos-dir", type=Path, default=Path("/work/repos"))
     p.add_argument("--instances", type=Path, nargs="+", default=[LITE, VERIFIED],
@@ -131,6 +133,8 @@ def run_one(side_root: Path, python_path: Path | None, instances: Path, iid: str
     evaluated, so the figure is preparation alone."""
     env = dict(os.environ)
     env["PYTHONPATH"] = str(python_path or C.PROJECT_ROOT)
+    if python_path is None:  # this checkout's own specs and bases, even when another copy is installed
+        env["HARNESS_DATA_DIR"] = str(C.PROJECT_ROOT)
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-c", PREPARE, str(instances), iid, str(cache), str(specs),
                            str(repos_dir)], capture_output=True, text=True, env=env,
@@ -166,7 +170,8 @@ def main(argv=None) -> int:
     results: dict = {"machine": machine, "command": C.command_line(), "before": args.before, "subjects": {}}
     for index, subject in enumerate(args.subjects):
         repo, ids = SUBJECTS[subject]
-        sides = ["before", "after"] if index % 2 == 0 else ["after", "before"]
+        sides = [side for side in (["before", "after"] if index % 2 == 0 else ["after", "before"])
+                 if side in args.sides]
         results["subjects"][subject] = {}
         for side in sides:
             root = work / f"{subject}-{side}"
