@@ -8,7 +8,7 @@ Per repository: instances, reference FULL in every repeat, empty patch resolved,
 with a flaky graded test, instances with a finding (dataset defects are explained by hand
 in the doc), cold preparation (the first repeat, which built the images: median and max
 of ``timings.prepare_images``) and warm evaluation (median of ``timings.total`` over the
-later repeats). Images are shared between runs, so a validation's first repeat is cold only
+later repeats); an instance named by several directories is reported from the last one. Images are shared between runs, so a validation's first repeat is cold only
 for what no earlier run built: ``--cold-from DIR`` scans every report.json under DIR for the
 preparations that built an environment ("cold: new version") and those that built only an
 instance layer ("cold: further instance"), per repository. Per instance: statuses per repeat, empty status, cold preparation, warm
@@ -49,7 +49,9 @@ def cold_figures(root: Path) -> dict[str, dict[str, list[float]]]:
 
 
 def main(roots: list[Path], cold_root: Path | None = None) -> None:
-    per_repo: dict[str, list[dict]] = defaultdict(list)
+    """An instance validated in several directories (a later re-validation of some of a
+    repository's instances) is reported from the last directory naming it."""
+    rows_by_id: dict[str, tuple[str, dict]] = {}
     for root in roots:
         validity = json.loads((root / "validity.json").read_text())
         repeats = sorted(p.name for p in root.glob("*gold-*") if p.is_dir())
@@ -58,13 +60,16 @@ def main(roots: list[Path], cold_root: Path | None = None) -> None:
             first = gold[0] if gold else {}
             later = gold[1:] or gold
             repo = (first.get("repo") or iid.split("__")[0]).split("/")[-1]
-            per_repo[repo].append({
-                "id": iid, "row": row,
+            rows_by_id[iid] = (repo, {
+                "id": iid, "row": row, "source": str(root),
                 "cold": (first.get("timings") or {}).get("prepare_images"),
                 "warm": statistics.median(r["timings"].get("total", 0.0) for r in later) if later else None,
                 "tests": statistics.median(r["timings"].get("tests", 0.0) for r in later) if later else None,
                 "python": ((first.get("image") or {}).get("interpreter") or {}).get("version", "?"),
             })
+    per_repo: dict[str, list[dict]] = defaultdict(list)
+    for repo, data in rows_by_id.values():
+        per_repo[repo].append(data)
     print("| repository | instances | reference FULL 3/3 | empty resolved | flaky | with findings "
           "| cold prepare s (median / max) | warm evaluation s (median) |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
