@@ -355,7 +355,10 @@ def compare_with_control(result: InstanceResult, instance: Instance, control_dir
         result.integrity_flags.append("failed_like_control")
         result.integrity_details["control_error_reason"] = control.error_reason.value
         return
-    if not control.collected or result.status is InstanceStatus.INVALID:
+    # an INVALID run's collected list means nothing, except when the reason is that graded
+    # tests were never collected (a test module stopped importing): compare that one too
+    collection_error = result.error_reason is ErrorReason.COLLECTION_ERROR
+    if not control.collected or (result.status is InstanceStatus.INVALID and not collection_error):
         return
     graded = {*instance.fail_to_pass, *instance.pass_to_pass}
     lost = sorted((graded & set(control.collected)) - set(result.collected))
