@@ -143,8 +143,14 @@ def _lock(images: ImageBuilder, cache_dir: Path, requirements: list[str], what: 
     from harness.engine.builder import Builder
     from harness.requirements import Req
     from harness.wheelhouse import Target
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
     interpreter = images.interpreter(PYTHON)
-    tools = [Req(p, f"images/bases.yaml installer for Python {PYTHON}") for p in images.bases.installer_for(PYTHON)]
+    # the base's pip/setuptools/wheel defaults, except where the requirements name a tool
+    # themselves (the build lock: pyproject's [build-system] requires setuptools>=77)
+    named = {canonicalize_name(Requirement(r).name) for r in requirements}
+    tools = [Req(p, f"images/bases.yaml installer for Python {PYTHON}") for p in images.bases.installer_for(PYTHON)
+             if canonicalize_name(Requirement(p).name) not in named]
     reqs = [*tools, *(Req(r, f"harness pyproject.toml {what}") for r in requirements)]
     target = Target(interpreter.version, images.bases.glibc.get(interpreter.suite, "2.17"))
     return Wheelhouse(cache_dir).lock(target, reqs, tools, Builder(images, interpreter))

@@ -87,6 +87,9 @@ def test_sources_only_packages_are_recognised_in_uv_output():
      "  ERROR: Failed building wheel for markupsafe\n", "markupsafe"),
     ("ERROR: No matching distribution found for numpy==9.9\n", "numpy"),
     ("Traceback...\nModuleNotFoundError: No module named 'pkg_resources'\n", "pkg_resources"),
+    # uv, two pins of one package: the package, not "you"
+    ("  cause: Because you require setuptools==69.5.1 and setuptools>=77, we can conclude that your "
+     "requirements are unsatisfiable.\n", "setuptools"),
     ("nothing useful here", None),
 ])
 def test_failing_package_is_named(log, package):
