@@ -11,8 +11,10 @@
    symlinks, a tree the parsed patch does not explain), decide what to restore, delete
    and seal, scan the model's files, plant the canaries;
 5. **test step** (one exec, as root, everything of the model as the test user with no
-   capability): delete, restore, install the test files, seal, re-install, start the
-   services, run the tests under a timeout, hash the sealed files again;
+   capability): delete, restore, install the test files, seal, re-install (when the spec
+   says so or the patch touches compiled sources: a checked step with its own timeout; a
+   failed rebuild is graded, the old binaries are never tested), start the services, run
+   the tests under a timeout, hash the sealed files again;
 6. one archive read takes the evidence and the results file out; the sandbox is closed;
 7. judge on the host (:mod:`harness.integrity.judge`): parse, canaries, evidence, grade.
 
@@ -30,7 +32,7 @@ from typing import Callable
 from harness.engine.images import VENV
 from harness.engine.sandbox import ROOT, ExecResult, Sandbox
 from harness.errors import (ContainerDied, GradingOutcome, InfrastructureError, PatchApplyFailed, PatchRejected,
-                            ServiceUnavailable)
+                            RebuildFailed, ServiceUnavailable)
 from harness.grading.grade import grade
 from harness.grading.origins import evidence_origin
 from harness.grading.parsers import get_parser
@@ -276,7 +278,7 @@ class Evaluator:
             "workdir": steps.TESTBED}
         deadline = timeout + self.config.setup_timeout + 60 + sum(
             s.ready_timeout + self.config.setup_timeout * len(s.setup) for s in self.spec.services) + (
-            self.config.setup_timeout if self.spec.reinstall_after_patch else 0)
+            self.spec.reinstall_timeout if launch["reinstall"] else 0)
         res = sandbox.exec(argv, timeout=deadline, output_limit=self.config.test_output_limit, user=ROOT)
         self._record("launch", argv, res)
         self.result.commands[-1].output_tail = ""  # the test output is kept in full beside the report
@@ -308,7 +310,7 @@ class Evaluator:
         if tests.get("timed_out"):
             return self._finish_invalid(ErrorReason.TIMEOUT, f"tests exceeded {timeout} s")
         if (evidence.launcher or {}).get("reinstall_failed"):
-            return self._finish_invalid(ErrorReason.SUITE_DID_NOT_RUN, "the re-install after the patch failed")
+            raise self._rebuild_failed(evidence.launcher)
         self._grade(evidence, test_files, plan)
         self._phase("grade", t)
 
@@ -426,9 +428,15 @@ class Evaluator:
                      "env": {**BASE_ENV, "PATH": f"{s.venv}/bin:{BASE_ENV['PATH']}", **dict(s.env)}}
                     for s in spec.services]
         reinstall = None
-        if spec.reinstall_after_patch:
-            reinstall = {"argv": ["/bin/bash", "-c", spec.reinstall], "env": self.env,
-                         "timeout": self.config.setup_timeout, "required": False}
+        if spec.reinstall_needed(plan.model_files):
+            if spec.compiler == "build":
+                raise RebuildFailed("the patch touches compiled sources but the test image has no compiler "
+                                    "(spec compiler: build; use compiler: keep)", reason="environment_build_failed",
+                                    origin="harness")
+            # a checked step as the test user, after the tests are sealed, with its own timeout:
+            # a failed rebuild is graded, the old binaries are never tested
+            reinstall = {"argv": ["/bin/bash", "-c", spec.reinstall_command], "env": self.env,
+                         "timeout": spec.reinstall_timeout, "required": True}
         return {"testbed": steps.TESTBED, "pristine": steps.PRISTINE_TREE, "out_dir": layout.out_dir,
                 "staged": layout.staged, "user": [steps.TEST_UID, steps.TEST_UID],
                 "service_user": [steps.SERVICE_UID, steps.SERVICE_UID], "base_env": BASE_ENV,
@@ -441,6 +449,19 @@ class Evaluator:
                 "tests": {"argv": ["/bin/bash", "-c", command], "env": env, "timeout": timeout,
                           "run_dir": layout.run_dir, "results_name": steps.RESULTS_NAME,
                           "results_limit": self.config.junit_limit}}
+
+    def _rebuild_failed(self, launcher: dict) -> RebuildFailed:
+        """The verdict for a failed re-install (the envs stream's policy): the model's patch
+        does not build (``rebuild_failed``) or not in time (``timeout``); with the empty
+        patch nothing of the model's ran, so the environment cannot rebuild
+        (``environment_build_failed``, the harness's)."""
+        step = next((c for c in launcher.get("commands") or [] if c.get("phase") == "reinstall"), {})
+        timed_out = bool(step.get("timed_out"))
+        what = f"exceeded {self.spec.reinstall_timeout} s" if timed_out else f"failed (exit {step.get('exit_code')})"
+        detail = f"re-install `{self.spec.reinstall_command}` {what}: {str(step.get('output_tail') or '')[-1500:]}"
+        if self.prediction.is_empty:
+            return RebuildFailed(detail, reason="environment_build_failed", origin="harness")
+        return RebuildFailed(detail, reason="timeout" if timed_out else "rebuild_failed")
 
     def _absorb_launcher(self, launcher: dict, command: str) -> None:
         for step in launcher.get("commands") or []:
