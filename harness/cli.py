@@ -207,8 +207,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from harness.instances import load_instances
     from harness.integrity import audit
     from harness.paths import cache_root, safe_run_id
-    from harness.repos import RepoResolver, read_blob
-    import git
+    from harness.repos import GitDir, RepoResolver, read_blob
     instances_path = (args.instances or demo.DEMO_DIR / "instances.jsonl").expanduser().resolve()
     loaded = load_instances(instances_path, args.instance_ids)
     chosen = audit.choose(loaded.instances, args.instance_ids)
@@ -221,12 +220,13 @@ def cmd_audit(args: argparse.Namespace) -> int:
     resolver = RepoResolver(cache_dir, args.repos_dir, overrides, allow_clone=not args.no_clone)
 
     def reader_for(inst):
-        repo = git.Repo(resolver.path_for(inst.repo))
+        repo = GitDir(resolver.path_for(inst.repo))
+        commit = repo.resolve_commit(inst.base_commit, inst.instance_id)
 
         def read(path: str):
-            data = read_blob(repo, inst.base_commit, path)
+            data = read_blob(repo, commit, path)
             return None if data is None else data.decode("utf-8", "replace")
-        read.paths = [p for p in repo.git.ls_tree("-r", "--name-only", "-z", inst.base_commit).split("\0") if p]
+        read.paths = [e.path for e in repo.ls_tree(commit) if e.type == "blob"]
         return read
 
     attacks = audit.build(chosen, reader_for, set(args.classes) if args.classes else None)

@@ -118,9 +118,12 @@ def test_issue11_attack_is_not_resolved(corpus_run, base, attempt, attack):
 
 
 def test_issue11_batch_leaves_nothing_behind(corpus_run, engine):
-    from harness.engine.sandbox import LABEL_RUN
-    left = [o for o in leftover_containers(engine)
-            if (getattr(o, "labels", None) or o.attrs.get("Labels") or {}).get(LABEL_RUN) == RUN_ID]
+    # this run directory's scope only: another session may run this module (same run id) now
+    from harness.batch import run_scope
+    from harness.engine.sandbox import LABEL_RUN_DIR
+    root, _ = corpus_run
+    left = [o for o in leftover_containers(engine, RUN_ID)
+            if (getattr(o, "labels", None) or o.attrs.get("Labels") or {}).get(LABEL_RUN_DIR) == run_scope(root)]
     assert left == []
 
 
