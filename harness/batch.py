@@ -21,6 +21,7 @@ import json
 import secrets
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
@@ -28,6 +29,7 @@ from typing import Callable, Iterable, Iterator
 import docker
 
 from harness.errors import EngineLost
+from harness.grading.status import ErrorReason
 from harness.logs import get_logger
 from harness.paths import RunPaths
 from harness.report import InstanceResult, write_json_atomic, write_text_atomic
@@ -225,6 +227,7 @@ class BatchRunner:
             self.record(request.task, outcome)
 
         with self._outcome_spool():
+            tasks = self._check_repositories(tasks)
             try:
                 self.executor.run(self.setup, (self.request(t) for t in tasks), on_done)
             finally:
@@ -235,6 +238,28 @@ class BatchRunner:
                     log.error("run.cleanup_failed", error=str(exc))
                     self.tally.engine_lost = max(1, self.tally.engine_lost)
         return RunResults(self.paths, self.paths.root / OUTCOMES_FILE)
+
+    def _check_repositories(self, tasks: Iterable[Task]) -> Iterable[Task]:
+        """With a local engine, every task's repository is checked up front, for the whole
+        set: a missing commit, object or submodule is graded ``repository_unavailable``
+        before any image is built. The runnable tasks are returned. (Without one, a
+        cluster's nodes find the same faults when they prepare each task.)"""
+        evaluator = self.setup._local
+        if evaluator is None:
+            return tasks
+        tasks = list(tasks)
+        unavailable = evaluator.preparer.check_repositories(
+            list({t.instance.instance_id: t.instance for t in tasks}.values()))
+        runnable = []
+        for task in tasks:
+            exc = unavailable.get(task.instance.instance_id)
+            if exc is None:
+                runnable.append(task)
+                continue
+            log = get_logger(instance_id=task.instance.instance_id, run_id=self.config.run_id)
+            outcome = evaluator._failed(task, ErrorReason.REPOSITORY_UNAVAILABLE, exc, time.monotonic(), log)
+            self.record(task, outcome)
+        return runnable
 
     def preflight(self, tasks: Iterable[Task]) -> dict[str, dict]:
         """Prepare every task (building what is missing) through the executor and return

@@ -71,9 +71,11 @@ class RunDirectoryBusy(InputError):
 class ImageBuildError(InfrastructureError):
     """Building an image failed (base bootstrap, environment or instance layer)."""
 
-    def __init__(self, message: str, *, log: str = "") -> None:
+    def __init__(self, message: str, *, log: str = "", log_path: str | None = None) -> None:
         super().__init__(message)
         self.log = log
+        #: where the whole build log was kept (None when nothing was kept)
+        self.log_path = log_path
 
 
 class ServiceUnavailable(InfrastructureError):
@@ -119,3 +121,12 @@ class TestPatchApplyFailed(GradingOutcome):
 
     reason = "test_patch_apply_failed"
     origin = "instance"
+
+
+class RebuildFailed(GradingOutcome):
+    """The re-install after the patch (compiled sources) failed or could not run: the
+    patched tree does not build (``rebuild_failed``, the model's), or the environment
+    cannot rebuild at all (``environment_build_failed``, the harness's)."""
+
+    reason = "rebuild_failed"
+    origin = "model"

@@ -9,7 +9,9 @@
    every file the test patch touches and every test-infrastructure file the model patch
    touches; delete the ones that did not exist at the base commit;
 5. apply the test patch (``--check`` first; failure is the instance's fault, loud);
-6. optionally re-install the package (specs that install non-editable);
+6. re-install the package when the spec says so or the patch touches compiled
+   sources (a checked step with its own timeout: a failed rebuild is graded, never
+   tested on the old binaries);
 7. run the test command under a timeout enforced inside (``timeout``) and from the host
    (kill + remove); output is capped;
 8. copy the structured results out, close the sandbox;
@@ -31,7 +33,7 @@ from typing import Callable
 from harness import incontainer
 from harness.engine.images import PRISTINE_TREE, VENV
 from harness.engine.sandbox import ROOT, SERVICE_USER, ExecResult, Sandbox
-from harness.errors import (ContainerDied, GradingOutcome, PatchApplyFailed, PatchRejected,
+from harness.errors import (ContainerDied, GradingOutcome, PatchApplyFailed, PatchRejected, RebuildFailed,
                             ServiceUnavailable, TestPatchApplyFailed)
 from harness.grading.conventions import IdKind, get_convention, map_results
 from harness.grading.grade import Grade, TestLists, grade
@@ -305,10 +307,10 @@ class Evaluator:
             raise TestPatchApplyFailed(f"test patch failed to apply: {applied.output[-1500:]}")
         self._phase("apply_test_patch", t)
 
-        # 6. reinstall (runs the patched setup.py: untrusted, unprivileged)
-        if self.spec.reinstall_after_patch:
+        # 6. re-install (runs the patched setup.py: untrusted, unprivileged; checked)
+        if self.spec.reinstall_needed(model_files.all):
             t = time.monotonic()
-            self._run(sandbox, "reinstall", ["/bin/bash", "-c", self.spec.reinstall])
+            self._reinstall(sandbox)
             self._phase("reinstall", t)
 
         # 6b. local stand-in services (before any of the model's code runs)
@@ -366,6 +368,24 @@ class Evaluator:
             raise ContainerDied("container killed during the test run")
         self._grade(res, test_files)
         self._phase("grade", t)
+
+    def _reinstall(self, sandbox: Sandbox) -> None:
+        """The spec's re-install under its own timeout; incremental because the image
+        keeps the build artefacts. A failure is never graded on the old binaries."""
+        if self.spec.compiler == "build":
+            raise RebuildFailed("the patch touches compiled sources but the test image has no compiler "
+                                "(spec compiler: build; use compiler: keep)", reason="environment_build_failed",
+                                origin="harness")
+        timeout = self.spec.reinstall_timeout
+        res = self._run(sandbox, "reinstall", ["/bin/bash", "-c", self.spec.reinstall_command], timeout=timeout,
+                        output_limit=4 << 20)
+        if res.ok:
+            return
+        what = f"exceeded {timeout} s" if res.timed_out else f"failed (exit {res.exit_code})"
+        detail = f"re-install `{self.spec.reinstall_command}` {what}: {res.output[-1500:]}"
+        if self.prediction.is_empty:  # nothing of the model's ran: the environment cannot rebuild
+            raise RebuildFailed(detail, reason="environment_build_failed", origin="harness")
+        raise RebuildFailed(detail, reason="timeout" if res.timed_out else "rebuild_failed")
 
     def _shadows_module(self, path: str, test_dirs: set[str]) -> bool:
         """A new module or package, in a directory that ends up on sys.path (the root or

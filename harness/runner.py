@@ -20,7 +20,6 @@ the summary are built from the run directory), so its memory does not grow with 
 from __future__ import annotations
 
 import json
-import re
 import socket
 import threading
 import time
@@ -33,7 +32,6 @@ from tenacity import (RetryCallState, Retrying, retry_if_exception, retry_if_exc
                       wait_exponential)
 
 from harness import __version__, incontainer
-from harness.engine.images import ImageBuilder, ImageRef
 from harness.engine.sandbox import DockerBackend, Limits
 from harness.engine.client import engine_alive
 from harness.errors import (ContainerDied, EngineLost, ImageBuildError, InfrastructureError, InputError,
@@ -42,14 +40,15 @@ from harness.evaluation import EvalConfig, Evaluation, Evaluator, RunOutputs, ex
 from harness.grading.status import ErrorReason, InstanceStatus
 from harness.hashing import content_hash
 from harness.instances import Instance
-from harness.locks import file_lock
 from harness.manifest import task_pins
 from harness.logs import get_logger
 from harness.predictions import Prediction
-from harness.repos import RepoResolver, RepositoryUnavailable, blob_mode, export_tree, read_blob, resolve_commit
+from harness.preparation import Prepared, Preparer
+from harness.repos import GitDir, RepositoryUnavailable, blob_mode, read_blob
 from harness.report import InstanceResult
-from harness.specs import EnvSpec, SpecRegistry
-from harness.wheelhouse import Wheelhouse
+from harness.specs import EnvSpec
+
+__all__ = ["Prepared", "Preparer", "RunConfig", "Task", "TaskEvaluator", "TaskOutcome", "TaskRequest"]
 
 @dataclass(frozen=True)
 class RunConfig:
@@ -130,78 +129,6 @@ def node_name() -> str:
     return os.environ.get("HARNESS_NODE_NAME") or socket.gethostname()
 
 
-@dataclass
-class Prepared:
-    spec: EnvSpec
-    image: ImageRef
-    env_image: ImageRef
-    tree_sha: str
-    repo_path: Path
-    protected_modules: frozenset[str] = frozenset()
-
-
-class Preparer:
-    """Spec → repository → one-commit export → wheelhouse → env image → instance image."""
-
-    def __init__(self, client: docker.DockerClient, specs: SpecRegistry, repos: RepoResolver,
-                 cache_dir: Path) -> None:
-        self.specs = specs
-        self.repos = repos
-        self.cache_dir = Path(cache_dir)
-        self.images = ImageBuilder(client, self.cache_dir)
-        self.wheelhouse = Wheelhouse(self.cache_dir, {p: self.images.bases.glibc.get(s, "2.17")
-                                                      for p, s in self.images.bases.python_suites.items()})
-
-    def prepare(self, instance: Instance) -> Prepared:
-        spec = self.specs.get(instance.repo, instance.version)
-        from harness.runners.checks import instance_id_problem
-        problem = instance_id_problem(instance, spec.runner, spec.id_convention)
-        if problem is not None:
-            raise problem
-        repo_path = self.repos.path_for(instance.repo)
-        import git
-        repo = git.Repo(repo_path)
-        try:
-            commit = resolve_commit(repo, instance.base_commit, instance.instance_id)
-            export_dir = self.cache_dir / "exports" / f"{instance.repo_dirname}-{commit}"
-            with file_lock(self.cache_dir / "locks", f"export-{instance.repo_dirname}-{commit}"):
-                marker = export_dir / ".git" / "HEAD"
-                if not marker.exists():
-                    exported = export_tree(repo, commit, export_dir)
-                    tree_sha = exported.tree_sha
-                else:
-                    tree_sha = repo.commit(commit).tree.hexsha
-        finally:
-            repo.close()
-        env_image, wheel_dir = self.environment(spec, export_dir if spec.install_requires_from_tree else None,
-                                                tree_sha)
-        image = self.images.instance(instance.instance_id, spec, env_image, export_dir, tree_sha)
-        return Prepared(spec, image, env_image, tree_sha, repo_path, protected_modules(wheel_dir))
-
-    def environment(self, spec: EnvSpec, tree: Path | None = None, tree_sha: str = "") -> ImageRef:
-        """The environment image: the spec's pins, plus (``install_requires_from_tree``)
-        the project's own install and build requirements read from the exported tree."""
-        requirements = list(spec.requirements)
-        # Installs run offline with --no-build-isolation: an old pip (bullseye's 20.3)
-        # cannot do that for pyproject projects, so current installer tools come along
-        # unless the spec pins them.
-        named = {re.split(r"[<>=!~ \[;]", r, maxsplit=1)[0].lower() for r in requirements}
-        requirements += [tool for tool in ("pip", "setuptools", "wheel") if tool not in named]
-        if tree is not None:
-            requirements += [r for r in build_requirements(tree) if r not in requirements]
-        house = self.wheelhouse.ensure(spec.python, requirements, build_sdists=self._build_sdists,
-                                       tree=tree, tree_key=tree_sha, env=spec.env_dict)
-        services = []
-        for svc in spec.services:
-            svc_house = self.wheelhouse.ensure(spec.python, list(svc.requirements), build_sdists=self._build_sdists)
-            services.append((svc, svc_house.lock_text, svc_house.wheel_dir))
-        return self.images.environment(spec, house.lock_text, house.wheel_dir, services), house.wheel_dir
-
-    def _build_sdists(self, python: str, sdist_dir: Path, wheel_dir: Path) -> None:
-        from harness.engine.builder import build_wheels
-        build_wheels(self.images, python, sdist_dir, wheel_dir)
-
-
 _PROTECTED_CACHE: dict[Path, frozenset[str]] = {}
 
 
@@ -224,22 +151,6 @@ def protected_modules(wheel_dir: Path) -> frozenset[str]:
                 continue
         _PROTECTED_CACHE[wheel_dir] = frozenset(n for n in names if n and not n.startswith("__"))
     return _PROTECTED_CACHE[wheel_dir]
-
-
-def build_requirements(tree: Path) -> list[str]:
-    """The build backend's requirements from ``pyproject.toml`` ([build-system].requires),
-    or setuptools and wheel for a legacy ``setup.py`` project: installs run with
-    ``--no-build-isolation`` (offline), so these must be in the environment."""
-    import tomllib
-    pyproject = Path(tree) / "pyproject.toml"
-    if pyproject.exists():
-        try:
-            requires = tomllib.loads(pyproject.read_text()).get("build-system", {}).get("requires")
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError):
-            requires = None
-        if isinstance(requires, list) and all(isinstance(r, str) for r in requires):
-            return [*requires, "wheel"] if not any(r.startswith("wheel") for r in requires) else list(requires)
-    return ["setuptools", "wheel"]
 
 
 class TaskEvaluator:
@@ -282,7 +193,9 @@ class TaskEvaluator:
                       else ErrorReason.MALFORMED_INSTANCE)
             return self._failed(task, reason, exc, started, log)
         except ImageBuildError as exc:
-            return self._failed(task, ErrorReason.ENVIRONMENT_BUILD_FAILED, exc, started, log, exc.log)
+            outcome = self._failed(task, ErrorReason.ENVIRONMENT_BUILD_FAILED, exc, started, log, exc.log or "")
+            outcome.result.image = {"build_log": exc.log_path, "build_log_file": "build.log"}
+            return outcome
         except Exception as exc:  # a bug or an unexpected engine state: recorded, batch goes on
             return self._failed(task, ErrorReason.HARNESS_ERROR, exc, started, log)
         prep_seconds = time.monotonic() - started
@@ -300,7 +213,8 @@ class TaskEvaluator:
                              "message": str(exc)[:500] if exc else None, "node": self.node})
             log.warning("instance.retry", attempt=state.attempt_number, error=str(exc)[:200])
 
-        pristine_repo = _PristineReader(prepared.repo_path, instance.base_commit)
+        pristine_repo = _PristineReader(prepared.export_path or prepared.repo_path,
+                                        "HEAD" if prepared.export_path else instance.base_commit)
         try:
             evaluation: Evaluation | None = None
             for attempt in Retrying(stop=stop_after_attempt(self.config.retries),
@@ -340,7 +254,9 @@ class TaskEvaluator:
                         "inputs_hash": prepared.image.inputs_hash, "env_tag": prepared.env_image.tag,
                         "env_id": prepared.env_image.image_id, "tree_sha": prepared.tree_sha,
                         "built": prepared.image.built, "build_seconds": round(prepared.image.build_seconds, 3),
-                        "pulled": prepared.image.pulled, "env_pulled": prepared.env_image.pulled}
+                        "pulled": prepared.image.pulled, "env_pulled": prepared.env_image.pulled,
+                        "interpreter": prepared.interpreter, "build_logs": prepared.build_logs,
+                        "prepare_seconds": prepared.timings, "submodules": prepared.submodules}
         result.checksums.update({k: v for k, v in self.cache_key(task, prepared).items() if k != "image_inputs"})
         result.node = self.node
         log.info("instance.done", status=result.status.value, resolved=result.resolved,
@@ -458,11 +374,11 @@ def _retryable_preparation(exc: BaseException) -> bool:
 
 
 class _PristineReader:
-    """Reads base-commit files from the host's source repository (the pristine copy)."""
+    """Reads base-commit files from the one-commit export (``HEAD``; submodule content
+    included), or from the source repository at the base commit."""
 
     def __init__(self, repo_path: Path, commit: str) -> None:
-        import git
-        self._repo = git.Repo(repo_path)
+        self._repo = GitDir(repo_path)
         self._commit = commit
         self._lock = threading.Lock()
 
@@ -474,7 +390,7 @@ class _PristineReader:
             return data, blob_mode(self._repo, self._commit, path) or 0o100644
 
     def close(self) -> None:
-        self._repo.close()
+        pass
 
 
 def load_report(path: Path) -> InstanceResult | None:

@@ -138,15 +138,22 @@ def _requirements(root: Path, extras: tuple[str, ...] = ()) -> tuple[list[str], 
     return runtime, build
 
 
-def _wheelhouse(images: ImageBuilder, cache_dir: Path) -> Wheelhouse:
-    return Wheelhouse(cache_dir, {p: images.bases.glibc.get(s, "2.17") for p, s in images.bases.python_suites.items()})
-
-
-def _build_sdists(images: ImageBuilder):
-    def build(python: str, sdist_dir: Path, wheel_dir: Path) -> None:
-        from harness.engine.builder import build_wheels
-        build_wheels(images, python, sdist_dir, wheel_dir)
-    return build
+def _lock(images: ImageBuilder, cache_dir: Path, requirements: list[str], what: str) -> LockedWheelhouse:
+    """A locked wheelhouse of ``requirements`` (plus the base's installer pins) for PYTHON."""
+    from harness.engine.builder import Builder
+    from harness.requirements import Req
+    from harness.wheelhouse import Target
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+    interpreter = images.interpreter(PYTHON)
+    # the base's pip/setuptools/wheel defaults, except where the requirements name a tool
+    # themselves (the build lock: pyproject's [build-system] requires setuptools>=77)
+    named = {canonicalize_name(Requirement(r).name) for r in requirements}
+    tools = [Req(p, f"images/bases.yaml installer for Python {PYTHON}") for p in images.bases.installer_for(PYTHON)
+             if canonicalize_name(Requirement(p).name) not in named]
+    reqs = [*tools, *(Req(r, f"harness pyproject.toml {what}") for r in requirements)]
+    target = Target(interpreter.version, images.bases.glibc.get(interpreter.suite, "2.17"))
+    return Wheelhouse(cache_dir).lock(target, reqs, tools, Builder(images, interpreter))
 
 
 _FROM_CHECKOUT: Any = object()
@@ -169,9 +176,8 @@ def harness_image_inputs(client: docker.DockerClient, cache_dir: Path,
     images = ImageBuilder(client, Path(cache_dir))
     base = images.base(PYTHON)
     runtime, build = _requirements(root, extras)
-    house = _wheelhouse(images, Path(cache_dir))
-    runtime_house = house.ensure(PYTHON, runtime, build_sdists=_build_sdists(images))
-    build_house = house.ensure(PYTHON, build, build_sdists=_build_sdists(images))
+    runtime_house = _lock(images, Path(cache_dir), runtime, "dependencies")
+    build_house = _lock(images, Path(cache_dir), build, "[build-system] requires")
     inputs = {
         "format": SELF_IMAGE_FORMAT,
         "python": PYTHON,

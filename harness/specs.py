@@ -1,9 +1,20 @@
 """Environment specifications: per-repository YAML data under ``images/specs/``.
 
 One file per repository; ``defaults`` is merged under every entry of ``versions``
-(version keys override key by key; ``env`` dicts are merged). Nothing
-repository-specific lives in Python code: a user adds a repository with one file and
-``--specs DIR``. Example::
+(version keys override key by key; ``env`` dicts are merged; ``<list field>+`` *extends*
+the default list instead of replacing it, e.g. ``requirements+: ["x==1"]``). List fields
+may hold YAML aliases of lists (``[*common, "x==1"]`` is flattened), and top-level keys
+starting with ``x-`` hold anchors and are otherwise ignored. Nothing repository-specific
+lives in Python code: a user adds a repository with one file and ``--specs DIR``.
+Environment fields (see :class:`EnvSpec`): ``python`` and optionally ``interpreter``
+(where that Python comes from, overriding ``images/bases.yaml``), ``installer`` (pip,
+setuptools and wheel pins; default: bases.yaml's for the Python), ``requirements``,
+``install_requires_from_tree`` with ``install_extras``, ``build_requires`` (replaces the
+tree's ``[build-system] requires``), ``compiler`` (``none``/``build``/``keep``),
+``submodules`` (path → OWNER/NAME of the repository providing a submodule's content),
+``resolve_as_of`` (a date: unpinned requirements resolve as the index was then),
+``downloads`` (files a build would fetch, fetched on the host with their sha256 checked).
+Example::
 
     repo: pallets/flask
     defaults:
@@ -25,7 +36,7 @@ import difflib
 import hashlib
 import json
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import yaml
@@ -42,8 +53,17 @@ _FIELDS = {
     "python", "apt_packages", "requirements", "install_requires_from_tree", "pre_install",
     "install", "reinstall_after_patch", "reinstall", "test_cmd", "parser", "env", "services",
     "timeout", "test_directives", "setup_files", "runner_internals_allowed", "runner", "id_convention",
+    "interpreter", "installer", "build_requires", "install_extras", "compiler", "reinstall_timeout",
+    "compiled_sources", "submodules", "resolve_as_of", "downloads", "yield_to_tree",
 }
+#: Fields that are lists of strings: a version entry may extend them with ``<name>+``.
+_LIST_FIELDS = {"apt_packages", "requirements", "pre_install", "installer", "build_requires", "install_extras",
+                "compiled_sources", "yield_to_tree"}
 _TOP_LEVEL = {"repo", "defaults", "versions"}
+COMPILER_MODES = ("none", "build", "keep")
+#: Sources whose change needs a rebuild of compiled extensions (``reinstall_after_patch: auto``).
+DEFAULT_COMPILED_SOURCES = ("*.pyx", "*.pxd", "*.pxi", "*.c", "*.h", "*.cc", "*.cpp", "*.cxx", "*.hh", "*.hpp",
+                            "*.f", "*.f90", "*.F", "*.F90", "*.cu", "*.rs")
 
 
 @dataclass(frozen=True)
@@ -129,6 +149,17 @@ class EnvSpec:
     default pytest), ``parser`` the result parser (default: the runner's) and
     ``id_convention`` how the dataset spelled its test ids (harness/grading/conventions.py;
     default: the runner's first).
+
+    Environment: ``interpreter`` overrides where ``python`` comes from (a mapping as in
+    images/bases.yaml ``pythons``); ``installer`` pins pip/setuptools/wheel (empty: the
+    base's defaults for that Python), recorded in the lock; ``build_requires`` replaces
+    the tree's ``[build-system] requires`` (None: read from the tree);
+    ``install_extras`` are the extras whose requirements the tree contributes;
+    ``compiler`` is "none", "build" (image builds compile, the test image has no
+    compiler) or "keep" (the test image keeps it, so a patch to C sources can be
+    rebuilt). ``reinstall_after_patch`` is "always", "never" or "auto" (when the patch
+    touches ``compiled_sources``); the re-install runs ``reinstall`` (default: the
+    ``install`` command) under ``reinstall_timeout`` seconds.
     """
 
     repo: str
@@ -139,8 +170,8 @@ class EnvSpec:
     install_requires_from_tree: bool = False
     pre_install: tuple[str, ...] = ()
     install: str = ""
-    reinstall_after_patch: bool = False
-    reinstall: str = "python -m pip install --no-index --no-deps --no-build-isolation ."
+    reinstall_after_patch: str = "auto"
+    reinstall: str = ""
     test_cmd: str = "pytest -rA"
     runner: str = "pytest"
     parser: str = "pytest"
@@ -151,10 +182,42 @@ class EnvSpec:
     test_directives: str = "test_files"
     setup_files: tuple[tuple[str, str], ...] = ()
     runner_internals_allowed: bool = False
+    interpreter: tuple[tuple[str, str], ...] = ()
+    installer: tuple[str, ...] = ()
+    build_requires: tuple[str, ...] | None = None
+    install_extras: tuple[str, ...] = ()
+    compiler: str = "none"
+    reinstall_timeout: int = 900
+    compiled_sources: tuple[str, ...] = DEFAULT_COMPILED_SOURCES
+    submodules: tuple[tuple[str, str], ...] = ()
+    #: resolve unpinned requirements as the index was on this date (``uv --exclude-newer``)
+    resolve_as_of: str = ""
+    #: files fetched on the host (sha256 checked) and placed in the build container before
+    #: the install: (url, sha256, absolute path); they reach the test image only inside the tree
+    downloads: tuple[tuple[str, str, str], ...] = ()
+    #: packages whose pin in ``requirements`` gives way when the tree's own requirements
+    #: exclude it (as SWE-bench's ``pip install -e .`` over its environment did)
+    yield_to_tree: tuple[str, ...] = ()
+    #: the file and entry this spec came from (named in errors; not part of the checksum)
+    source: str = field(default="", compare=False)
 
     @property
     def env_dict(self) -> dict[str, str]:
         return dict(self.env)
+
+    @property
+    def reinstall_command(self) -> str:
+        return self.reinstall or self.install
+
+    def reinstall_needed(self, touched: list[str] | tuple[str, ...]) -> bool:
+        """Whether the re-install runs after a patch touching ``touched`` paths."""
+        if not self.reinstall_command or self.reinstall_after_patch == "never":
+            return False
+        if self.reinstall_after_patch == "always":
+            return True
+        import fnmatch
+        return any(fnmatch.fnmatchcase(path.rsplit("/", 1)[-1], pattern)
+                   for path in touched for pattern in self.compiled_sources)
 
     @property
     def needs_net_admin(self) -> bool:
@@ -166,6 +229,7 @@ class EnvSpec:
 
     def checksum(self) -> str:
         data = asdict(self)
+        data.pop("source", None)
         return hashlib.sha256(json.dumps(data, sort_keys=True, default=list).encode()).hexdigest()
 
 
@@ -195,6 +259,8 @@ class SpecRegistry:
                     raise InputError("a spec must be a mapping with a 'repo' string", source=str(path),
                                      field="repo")
                 for key in sorted(set(data) - _TOP_LEVEL, key=str):
+                    if isinstance(key, str) and key.startswith("x-"):
+                        continue  # a holder of YAML anchors
                     close = difflib.get_close_matches(str(key), _TOP_LEVEL, n=1)
                     hint = f" (did you mean {close[0]!r}?)" if close else ""
                     raise InputError(f"unknown key {key!r}{hint}", source=str(path), field=str(key))
@@ -209,7 +275,9 @@ class SpecRegistry:
                                    **{f"versions.{k}": v for k, v in data.get("versions", {}).items()}}.items():
                     if not isinstance(vval, dict):
                         raise InputError("must be a mapping", source=str(path), field=vkey)
-                    unknown = set(vval) - _FIELDS
+                    unknown = {k for k in vval if k not in _FIELDS
+                               and not (vkey != "defaults" and isinstance(k, str) and k.endswith("+")
+                                        and k[:-1] in _LIST_FIELDS)}
                     if unknown:
                         name = sorted(unknown, key=str)[0]
                         close = difflib.get_close_matches(str(name), _FIELDS, n=1)
@@ -242,9 +310,13 @@ class SpecRegistry:
         for key, value in entry.items():
             if key == "env" and isinstance(value, dict):
                 merged["env"] = {**(merged.get("env") or {}), **value}
+            elif key.endswith("+"):
+                base = merged.get(key[:-1]) or []
+                merged[key[:-1]] = [*(base if isinstance(base, list) else [base]),
+                                    *(value if isinstance(value, list) else [value])]
             else:
                 merged[key] = value
-        return _build(repo, str(version), merged, source)
+        return _build(repo, str(version), merged, f"{source} (version {version})")
 
 
 def _build(repo: str, version: str, merged: dict, source: str) -> EnvSpec:
@@ -255,9 +327,20 @@ def _build(repo: str, version: str, merged: dict, source: str) -> EnvSpec:
         value = merged.get(key) or []
         if isinstance(value, str):
             value = [value]
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        if not isinstance(value, list):
             raise fail(key, "must be a list of strings")
-        return tuple(value)
+        flat: list = []
+        for item in value:  # a YAML alias of a list inside a list is spliced in
+            flat.extend(item if isinstance(item, list) else [item])
+        if not all(isinstance(v, str) for v in flat):
+            raise fail(key, "must be a list of strings")
+        return tuple(flat)
+
+    def str_map(key: str, what: str) -> tuple[tuple[str, str], ...]:
+        value = merged.get(key) or {}
+        if not isinstance(value, dict) or not all(isinstance(v, (str, int, float)) for v in value.values()):
+            raise fail(key, f"must be a mapping of {what}")
+        return tuple(sorted((str(k), str(v)) for k, v in value.items()))
 
     env = merged.get("env") or {}
     if not isinstance(env, dict):
@@ -288,20 +371,68 @@ def _build(repo: str, version: str, merged: dict, source: str) -> EnvSpec:
     services = merged.get("services") or []
     if not isinstance(services, list):
         raise fail("services", "must be a list")
+    reinstall_mode = merged.get("reinstall_after_patch", "auto")
+    if isinstance(reinstall_mode, bool):
+        reinstall_mode = "always" if reinstall_mode else "never"
+    if not isinstance(reinstall_mode, str) or reinstall_mode not in ("always", "never", "auto"):
+        raise fail("reinstall_after_patch", "must be true, false or 'auto'")
+    compiler = merged.get("compiler") or "none"
+    if not isinstance(compiler, str) or compiler not in COMPILER_MODES:
+        raise fail("compiler", f"must be one of {', '.join(COMPILER_MODES)}")
+    reinstall_timeout = merged.get("reinstall_timeout", 900)
+    if not isinstance(reinstall_timeout, int) or isinstance(reinstall_timeout, bool) or reinstall_timeout <= 0:
+        raise fail("reinstall_timeout", "must be a positive integer (seconds)")
+    build_requires = str_list("build_requires") if merged.get("build_requires") is not None else None
+    interpreter = str_map("interpreter", "source fields (see images/bases.yaml pythons)")
+    if interpreter:
+        from harness.engine.interpreters import parse_source
+        try:
+            parse_source(dict(interpreter), where="interpreter")
+        except InputError as exc:
+            raise fail("interpreter", str(exc)) from None
+    submodules = str_map("submodules", "path to OWNER/NAME")
+    for path, name in submodules:
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", name):
+            raise fail(f"submodules.{path}", f"{name!r} is not OWNER/NAME")
+    as_of = merged.get("resolve_as_of") or ""
+    if not isinstance(as_of, str) or (as_of and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", as_of)):
+        raise fail("resolve_as_of", "must be a date YYYY-MM-DD (quote it in YAML)")
+    downloads = []
+    for index, item in enumerate(merged.get("downloads") or []):
+        where = f"downloads[{index}]"
+        if not isinstance(item, dict) or set(item) != {"url", "sha256", "to"}:
+            raise fail(where, "must be a mapping with url, sha256 and to")
+        url, digest, to = (str(item[k]) for k in ("url", "sha256", "to"))
+        if not re.match(r"^https?://", url):
+            raise fail(f"{where}.url", "must be an http(s) URL")
+        if not re.fullmatch(r"[0-9a-f]{64}", digest):
+            raise fail(f"{where}.sha256", "must be 64 lower-case hex digits")
+        if not to.startswith("/") or ".." in to.split("/"):
+            raise fail(f"{where}.to", "must be an absolute path in the build container")
+        downloads.append((url, digest, to))
+    installer = str_list("installer")
+    for pin in installer:
+        if not re.fullmatch(r"(pip|setuptools|wheel)==[A-Za-z0-9_.+!-]+", pin):
+            raise fail("installer", f"{pin!r}: only exact pins of pip, setuptools and wheel (NAME==VERSION)")
     runner, parser, convention = _runner_fields(merged, fail)
     return EnvSpec(
         repo=repo, version=version, python=python,
         apt_packages=str_list("apt_packages"), requirements=str_list("requirements"),
         install_requires_from_tree=boolean("install_requires_from_tree"),
         pre_install=str_list("pre_install"), install=str(merged.get("install") or ""),
-        reinstall_after_patch=boolean("reinstall_after_patch"),
+        reinstall_after_patch=reinstall_mode,
         runner_internals_allowed=boolean("runner_internals_allowed"),
-        reinstall=str(merged.get("reinstall") or EnvSpec.reinstall),
+        reinstall=str(merged.get("reinstall") or ""),
         test_cmd=str(merged.get("test_cmd") or "pytest -rA"), runner=runner, parser=parser,
         id_convention=convention,
         env=tuple(sorted((str(k), str(v)) for k, v in env.items())),
         services=tuple(_service(raw, i, fail) for i, raw in enumerate(services)), timeout=timeout, test_directives=directives,
         setup_files=tuple(sorted((str(k), str(v)) for k, v in setup_files.items())),
+        interpreter=interpreter, installer=installer, build_requires=build_requires,
+        install_extras=str_list("install_extras"), compiler=compiler, reinstall_timeout=reinstall_timeout,
+        compiled_sources=str_list("compiled_sources") if merged.get("compiled_sources") else DEFAULT_COMPILED_SOURCES,
+        submodules=submodules, resolve_as_of=as_of, downloads=tuple(downloads),
+        yield_to_tree=str_list("yield_to_tree"), source=source,
     )
 
 

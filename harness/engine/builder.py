@@ -1,47 +1,179 @@
-"""Turning source distributions into wheels inside a network-less builder container of
-the target base (so compiled code matches the target's Python and glibc)."""
+"""The network-less builder: the target interpreter with a compiler
+(:meth:`ImageBuilder.builder`), where source distributions become wheels and a tree's
+own metadata is read. Nothing here runs on the host's Python.
+
+Each job gets a fresh container and a virtual environment installed ``--require-hashes``
+from the wheelhouse's own lock of build tools (the spec's pip/setuptools/wheel pins and
+the build requirements), so a spec constrains its builds exactly as it constrains its
+environment. Each sdist is built on its own, so a failure names the package and the
+command; the whole output is returned for the build log.
+"""
 
 from __future__ import annotations
 
 import io
+import json
+import shlex
 import tarfile
+from dataclasses import dataclass
 from pathlib import Path
 
-from harness.engine.images import ImageBuilder
+from harness.engine.images import ImageBuilder, Interpreter, venv_install
 from harness.errors import ImageBuildError
 
-BUILD_TIMEOUT = 900
+BUILD_TIMEOUT = 1800
+#: Run with the target interpreter inside the builder: the PEP 517 metadata hook of the
+#: tree's backend, or ``setup.py egg_info`` where the backend has none (old setuptools).
+METADATA_SCRIPT = r'''
+import glob, importlib, json, os, shutil, subprocess, sys
+tree, out, backend_name, backend_path = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+os.chdir(tree)
+if backend_path:
+    sys.path[:0] = [os.path.join(tree, p) for p in backend_path.split(os.pathsep)]
+result = {"kind": None}
+try:
+    module_name, _, attr = backend_name.partition(":")
+    backend = importlib.import_module(module_name)
+    for part in filter(None, attr.split(".")):
+        backend = getattr(backend, part)
+    hook = getattr(backend, "prepare_metadata_for_build_wheel", None)
+except Exception as exc:  # an old setuptools without build_meta
+    hook, result["backend_error"] = None, repr(exc)
+if hook is not None:
+    name = hook(out)
+    result.update(kind="metadata", path=os.path.join(out, name, "METADATA"))
+else:
+    subprocess.check_call([sys.executable, "setup.py", "egg_info", "--egg-base", out])
+    info = glob.glob(os.path.join(out, "*.egg-info"))[0]
+    result.update(kind="egg-info", path=os.path.join(info, "PKG-INFO"),
+                  requires=os.path.join(info, "requires.txt"))
+print("HARNESS-METADATA " + json.dumps(result))
+'''
 
 
-def build_wheels(images: ImageBuilder, python: str, sdist_dir: Path, wheel_dir: Path) -> None:
-    """Build every sdist in ``sdist_dir`` into ``wheel_dir`` with ``pip wheel --no-deps
-    --no-build-isolation`` (build backends come from the builder's Debian packages).
+@dataclass(frozen=True)
+class TreeMetadata:
+    name: str
+    version: str
+    requires_dist: tuple[str, ...]
+    extras: tuple[str, ...]
+    log: str
 
-    Raises ImageBuildError with the build log when a wheel cannot be built.
-    """
-    builder = images.base(python, builder=True)
-    client = images.client
-    container = client.containers.create(builder.tag, command=["sleep", "infinity"], network_mode="none",
-                                         working_dir="/build", labels={"org.harness.owner": "harness-builder"})
-    try:
+
+class Builder:
+    def __init__(self, images: ImageBuilder, interpreter: Interpreter) -> None:
+        self.images = images
+        self.interpreter = interpreter
+
+    def _container(self, env: dict[str, str] | None = None):
+        image = self.images.builder(self.interpreter)
+        container = self.images.client.containers.create(
+            image.tag, command=["sleep", "infinity"], network_mode="none", working_dir="/build", user="0:0",
+            environment={"PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "HOME": "/tmp", **(env or {})},
+            labels={"org.harness.owner": "harness-builder"})
         container.start()
+        return container
+
+    def _put_dir(self, container, source: Path, arcname: str, tree_mtime: bool = False) -> None:
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w") as tar:
-            tar.add(str(sdist_dir), arcname="sdists")
+            tar.add(str(source), arcname=arcname)
         container.put_archive("/", buffer.getvalue())
-        script = ("set -e; mkdir -p /out; python3 -m venv --system-site-packages /venv; for f in /sdists/*; do "
-                  "/venv/bin/python -m pip wheel --no-deps --no-build-isolation --no-index -w /out \"$f\"; done")
-        code, output = container.exec_run(["/usr/bin/timeout", str(BUILD_TIMEOUT), "/bin/sh", "-c", script],
-                                          environment={"PIP_NO_INDEX": "1"})
+
+    def _run(self, container, script: str, timeout: int = BUILD_TIMEOUT) -> tuple[int, str]:
+        code, output = container.exec_run(["/usr/bin/timeout", str(timeout), "/bin/bash", "-c", script])
+        return code, output.decode(errors="replace")
+
+    def _venv(self, container, tools_dir: Path, tools_lock: str) -> str:
+        """A venv at /venv with exactly the tools lock; returns the set-up log."""
+        self._put_dir(container, tools_dir, "tools")
+        container.put_archive("/", _tar_bytes({"tools.lock": tools_lock.encode()}))
+        code, out = self._run(container, "set -e; " + venv_install(self.interpreter.executable, "/venv", "/tools",
+                                                                     "/tools.lock"))
         if code != 0:
-            raise ImageBuildError(f"building wheels from sdists for Python {python} failed",
-                                  log=output.decode(errors="replace")[-8000:])
-        bits, _ = container.get_archive("/out")
-        raw = io.BytesIO(b"".join(bits))
-        with tarfile.open(fileobj=raw) as tar:
-            for member in tar.getmembers():
-                if member.isfile() and member.name.endswith(".whl"):
-                    data = tar.extractfile(member).read()
-                    (wheel_dir / Path(member.name).name).write_bytes(data)
-    finally:
-        container.remove(force=True, v=True)
+            raise ImageBuildError(f"installing the build tools for Python {self.interpreter.version} failed "
+                                  f"(command: pip install --require-hashes -r tools.lock)", log=out)
+        return out
+
+    def build_wheels(self, sdists: list[Path], tools_dir: Path, tools_lock: str, wheel_dir: Path,
+                     env: dict[str, str] | None = None) -> str:
+        """Build each sdist into a wheel in ``wheel_dir``. Returns the whole log; raises
+        ImageBuildError naming the package and command when one fails."""
+        container = self._container(env)
+        log = []
+        try:
+            log.append(self._venv(container, tools_dir, tools_lock))
+            staging = {f"sdists/{p.name}": p.read_bytes() for p in sdists}
+            container.put_archive("/", _tar_bytes(staging))
+            for sdist in sdists:
+                command = (f"/venv/bin/python -m pip wheel --no-deps --no-build-isolation --no-index "
+                           f"--find-links /tools -w /out /sdists/{shlex.quote(sdist.name)}")
+                code, out = self._run(container, f"mkdir -p /out && {command}")
+                log.append(f"$ {command}\n{out}")
+                if code != 0:
+                    name = sdist.name.rsplit("-", 1)[0]
+                    raise ImageBuildError(f"building a wheel of {name} ({sdist.name}) for Python "
+                                          f"{self.interpreter.version} failed (exit {code}); command: {command}",
+                                          log="\n".join(log))
+            bits, _ = container.get_archive("/out")
+            raw = io.BytesIO(b"".join(bits))
+            with tarfile.open(fileobj=raw) as tar:
+                for member in tar.getmembers():
+                    if member.isfile() and member.name.endswith(".whl"):
+                        (wheel_dir / Path(member.name).name).write_bytes(tar.extractfile(member).read())
+        finally:
+            container.remove(force=True, v=True)
+        return "\n".join(log)
+
+    def tree_metadata(self, tree: Path, tools_dir: Path, tools_lock: str, backend: str, backend_path: str,
+                      prepare: list[str], env: dict[str, str]) -> TreeMetadata:
+        """The tree's own name, version and requirements, read by its build backend in
+        the builder after the spec's ``prepare`` steps (setup files, pre_install)."""
+        from harness.requirements import parse_egg_requires, parse_metadata
+        container = self._container(env)
+        try:
+            log = [self._venv(container, tools_dir, tools_lock)]
+            self._put_dir(container, tree, "tree")
+            container.put_archive("/", _tar_bytes({"metadata.py": METADATA_SCRIPT.encode()}))
+            steps = "\n".join(prepare)
+            command = (f"/venv/bin/python /metadata.py /tree /meta {shlex.quote(backend)} "
+                       f"{shlex.quote(backend_path)}")
+            code, out = self._run(container, f"set -e\nmkdir -p /meta\ncd /tree\n{steps}\n"
+                                             f"PATH=/venv/bin:$PATH {command}", timeout=600)
+            log.append(f"$ {command}\n{out}")
+            marker = [line for line in out.splitlines() if line.startswith("HARNESS-METADATA ")]
+            if code != 0 or not marker:
+                raise ImageBuildError(f"reading the tree's metadata with {backend} failed (exit {code}); "
+                                      f"command: {command}", log="\n".join(log))
+            result = json.loads(marker[-1].split(" ", 1)[1])
+            text = _read_file(container, result["path"])
+            name, version, requires, extras = parse_metadata(text)
+            if result["kind"] == "egg-info":
+                requires = parse_egg_requires(_read_file(container, result["requires"], missing_ok=True))
+            return TreeMetadata(name, version, tuple(requires), tuple(extras), "\n".join(log))
+        finally:
+            container.remove(force=True, v=True)
+
+
+def _read_file(container, path: str, missing_ok: bool = False) -> str:
+    from docker.errors import NotFound
+    try:
+        bits, _ = container.get_archive(path)
+    except NotFound:
+        if missing_ok:
+            return ""
+        raise ImageBuildError(f"builder produced no {path}") from None
+    with tarfile.open(fileobj=io.BytesIO(b"".join(bits))) as tar:
+        member = tar.getmembers()[0]
+        return tar.extractfile(member).read().decode(errors="replace")
+
+
+def _tar_bytes(files: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()

@@ -1,21 +1,29 @@
-"""Image layers: base → environment → instance, built here or pulled from a registry.
+"""Image layers, built without any registry (a registry is only ever a *source* of an
+interpreter): base → interpreter → environment → instance.
 
-* **base** (one per Debian suite, i.e. per Python version): ``mmdebstrap`` builds a root
-  filesystem from the host's own apt sources; ``docker import`` makes it an image; the
-  unprivileged ``harness`` user is created. Tag ``harness-base:<suite>-<hash>``.
-* **environment** (one per distinct Python + locked requirement set): a root-owned
-  virtual environment at ``/opt/harness/venv`` installed ``--no-index`` from the host's
-  wheelhouse with ``--require-hashes``. Tag ``harness-env:py<ver>-<hash>``.
-* **instance**: the one-commit repository at ``/opt/harness/testbed`` (installed as if it
-  were at ``/testbed``, where containers see their working copy). Tag
-  ``harness-inst:<instance_id>-<hash>``.
+* **base** (one per Debian suite): ``mmdebstrap`` builds a root filesystem from the
+  host's own apt sources; ``docker import`` makes it an image; the unprivileged
+  ``harness`` user is created. Tag ``harness-base:<suite>-<hash>``. The same bootstrap
+  downloads (without installing) the compiler's Debian packages into
+  ``harness-debs:<suite>-<hash>``, so a compiler can later be added to any image of that
+  suite offline.
+* **interpreter** (prefix and registry sources only): the interpreter's prefix copied
+  into the suite's base. Tag ``harness-py:<version>-<hash>``. A Debian interpreter is the
+  base itself.
+* **compiler** (``harness-cc:<hash>``): any image plus the compiler packages of its suite
+  (``dpkg -i`` of the downloaded ``.deb`` files, offline). The sdist builder is the
+  interpreter image with it; a spec's ``compiler: build|keep`` gets it on top of the env.
+* **environment** (one per interpreter + locked requirement set): a root-owned virtual
+  environment at ``/opt/harness/venv`` installed ``--no-index --require-hashes`` from the
+  host's wheelhouse, pip itself included (bootstrapped from the lock's pip wheel).
+  Tag ``harness-env:py<ver>-<hash>``.
+* **instance**: see :mod:`harness.engine.instance_layer`.
 
-Every tag carries a content hash of its inputs (parent image id, package lists, lock,
-tree hash, install commands), so changing an input rebuilds that layer and nothing else.
-With a registry (``use_registry``), a missing layer is pulled and verified instead of
-built, and a layer built here is pushed (harness.engine.registry); without one, every
-engine builds its own (same tags, same results).
-Builds run with ``network_mode=none``: no container, build or run, ever has network.
+Every tag carries a content hash of its inputs, so changing an input rebuilds that layer
+and nothing else. With a registry (``use_registry``), a missing layer is pulled and verified
+instead of built, and a layer built here is pushed (harness.engine.registry); without one,
+every engine builds its own (same tags, same results). Builds run with ``network_mode=none``. Every build's whole log is kept
+under ``<cache>/build-logs/`` (:attr:`ImageRef.log_path`).
 """
 
 from __future__ import annotations
@@ -35,24 +43,27 @@ from typing import Any
 
 import docker
 import yaml
-from docker.errors import APIError, ImageNotFound
+from docker.errors import APIError, ImageNotFound, NotFound
 
+from harness.engine import interpreters as interp
 from harness.errors import ImageBuildError, InputError
 from harness.hashing import content_hash
 from harness.locks import file_lock
 from harness.specs import IMAGES_DIR, EnvSpec
 
 #: Bumped when the layout of an image layer changes, so old images are not reused.
-IMAGE_FORMAT = 6
+IMAGE_FORMAT = 7
 VENV = "/opt/harness/venv"
 PYTHON = f"{VENV}/bin/python"
 PRISTINE_TREE = "/opt/harness/testbed"
 LABEL_PREFIX = "org.harness"
+DEBIAN_PYTHON = "/usr/bin/python3"
 
 
 @dataclass(frozen=True)
 class ImageRef:
-    """A built (or found) image. ``build_seconds`` is 0.0 when it already existed."""
+    """A built (or found) image. ``build_seconds`` is 0.0 when it already existed;
+    ``log_path`` is its whole build log when this process or an earlier one built it."""
 
     tag: str
     image_id: str
@@ -61,38 +72,75 @@ class ImageRef:
     built: bool = False
     build_seconds: float = 0.0
     labels: dict | None = None
+    log_path: str | None = None
     #: ``HOST:PORT/name@sha256:...`` when this engine pulled it from a registry (--registry)
     pulled: str | None = None
 
 
 @dataclass(frozen=True)
+class Interpreter:
+    """A resolved interpreter: the image it runs in, its exact version and source."""
+
+    python: str           # the X.Y a spec asked for
+    version: str          # exact, e.g. 3.8.18
+    executable: str       # inside the image
+    suite: str
+    source: interp.InterpreterSource
+    image: ImageRef
+
+    def describe(self) -> dict[str, str]:
+        return {"python": self.python, "version": self.version, "executable": self.executable,
+                "suite": self.suite, "source": self.source.describe(), "image_id": self.image.image_id}
+
+
+@dataclass(frozen=True)
 class BaseDefinition:
-    python_suites: dict[str, str]
+    pythons: dict[str, interp.InterpreterSource]
     variant: str
     packages: tuple[str, ...]
-    builder_packages: tuple[str, ...]
+    compiler_packages: tuple[str, ...]
     user: str
     uid: int
     glibc: dict[str, str]
+    installer: dict[str, tuple[str, ...]]
+    suite_packages: dict[str, tuple[str, ...]]
     service_user: str = "harness-svc"
     service_uid: int = 1001
 
     @classmethod
     def load(cls, path: Path = IMAGES_DIR / "bases.yaml") -> "BaseDefinition":
-        data = yaml.safe_load(path.read_text())
-        return cls({str(k): v for k, v in data["python_suites"].items()}, data.get("variant", "minbase"),
-                   tuple(data["packages"]), tuple(data.get("builder_packages", ())),
-                   data["user"]["name"], int(data["user"]["uid"]),
+        data = yaml.safe_load(Path(path).read_text())
+        pythons = {str(k): interp.parse_source(v, where=f"pythons.{k}") for k, v in data["pythons"].items()}
+        return cls(pythons, data.get("variant", "minbase"), tuple(data["packages"]),
+                   tuple(data.get("compiler_packages", ())), data["user"]["name"], int(data["user"]["uid"]),
                    {str(k): str(v) for k, v in (data.get("glibc") or {}).items()},
+                   {str(k): tuple(v) for k, v in (data.get("installer") or {}).items()},
+                   {str(k): tuple(v) for k, v in (data.get("suite_packages") or {}).items()},
                    data.get("service_user", {}).get("name", "harness-svc"),
                    int(data.get("service_user", {}).get("uid", 1001)))
 
-    def suite_for(self, python: str) -> str:
+    def source_for(self, python: str, override: dict[str, str] | None = None) -> interp.InterpreterSource:
+        if override:
+            return interp.parse_source(dict(override))
         try:
-            return self.python_suites[python]
+            return self.pythons[python]
         except KeyError:
-            raise InputError(f"no base image provides Python {python} (available: "
-                             f"{', '.join(sorted(self.python_suites))})", field="python") from None
+            raise InputError(f"no interpreter source provides Python {python} (available: "
+                             f"{', '.join(sorted(self.pythons, key=_version_key))}; name one with the spec's "
+                             "`interpreter` or in images/bases.yaml `pythons`)", field="python") from None
+
+    def suite_for(self, python: str) -> str:
+        return self.source_for(python).suite
+
+    def installer_for(self, python: str) -> tuple[str, ...]:
+        if python not in self.installer:
+            raise InputError(f"images/bases.yaml has no installer pins for Python {python}; pin pip, setuptools "
+                             "and wheel in the spec's `installer`", field="installer")
+        return self.installer[python]
+
+
+def _version_key(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", text))
 
 
 def host_debian_mirror() -> str:
@@ -124,8 +172,8 @@ def host_debian_mirror() -> str:
 
 
 class ImageBuilder:
-    """Builds and finds the three image layers. Safe for concurrent use by several
-    threads and processes: each layer is built under a lock named by its tag."""
+    """Builds and finds the image layers. Safe for concurrent use by several threads and
+    processes: each layer is built under a lock named by its tag."""
 
     def __init__(self, client: docker.DockerClient, cache_dir: Path,
                  bases: BaseDefinition | None = None) -> None:
@@ -133,6 +181,7 @@ class ImageBuilder:
         self.cache_dir = Path(cache_dir)
         self.bases = bases or BaseDefinition.load()
         self.lock_dir = self.cache_dir / "locks"
+        self.log_dir = self.cache_dir / "build-logs"
         #: a harness.engine.registry.Registry: pull instead of build, push after a build
         self.registry = None
 
@@ -151,8 +200,24 @@ class ImageBuilder:
 
     def _ref(self, image: Any, kind: str, inputs_hash: str, built: bool = False,
              seconds: float = 0.0) -> ImageRef:
-        tag = next((t for t in image.tags if t.startswith(f"harness-{kind}:")), image.id)
-        return ImageRef(tag, image.id, kind, inputs_hash, built, seconds, dict(image.labels or {}))
+        tag = next((t for t in image.tags if t.startswith(f"harness-{kind}:")), image.tags[0] if image.tags
+                   else image.id)
+        log = self.log_path(tag)
+        return ImageRef(tag, image.id, kind, inputs_hash, built, seconds, dict(image.labels or {}),
+                        str(log) if log.exists() else None)
+
+    def log_path(self, tag: str) -> Path:
+        return self.log_dir / (re.sub(r"[^A-Za-z0-9_.-]", "_", tag) + ".log")
+
+    def _keep_log(self, tag: str, text: str) -> Path:
+        path = self.log_path(tag)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, errors="replace")
+        return path
+
+    def _labels(self, kind: str, inputs_hash: str, inputs: dict) -> dict[str, str]:
+        return {f"{LABEL_PREFIX}.kind": kind, f"{LABEL_PREFIX}.inputs-hash": inputs_hash,
+                f"{LABEL_PREFIX}.inputs": json.dumps(inputs, sort_keys=True, default=str)[:60000]}
 
     def _cached(self, tag: str, kind: str, inputs_hash: str, build, parent_id: str | None = None) -> ImageRef:
         """Find ``tag`` on this engine, else pull it from the registry (verified), else
@@ -169,7 +234,7 @@ class ImageBuilder:
                 if fetched is not None:
                     image, pulled = fetched
                     ref = self._ref(image, kind, inputs_hash)
-                    return ImageRef(ref.tag, ref.image_id, kind, inputs_hash, False, 0.0, ref.labels,
+                    return ImageRef(ref.tag, ref.image_id, kind, inputs_hash, False, 0.0, ref.labels, ref.log_path,
                                     pulled=pulled.reference)
             started = time.monotonic()
             build()
@@ -181,13 +246,10 @@ class ImageBuilder:
                 self.registry.publish(tag)
             return self._ref(image, kind, inputs_hash, True, seconds)
 
-    def _labels(self, kind: str, inputs_hash: str, inputs: dict) -> dict[str, str]:
-        return {f"{LABEL_PREFIX}.kind": kind, f"{LABEL_PREFIX}.inputs-hash": inputs_hash,
-                f"{LABEL_PREFIX}.inputs": json.dumps(inputs, sort_keys=True, default=str)[:60000]}
-
-    def _docker_build(self, tag: str, dockerfile: str, files: dict[str, Path | bytes],
-                      labels: dict[str, str]) -> Any:
-        """Build from a generated context with no network. Raises ImageBuildError with the log."""
+    def docker_build(self, tag: str, dockerfile: str, files: dict[str, Path | bytes],
+                     labels: dict[str, str]) -> Any:
+        """Build from a generated context with no network. The whole log is kept;
+        raises ImageBuildError with it when the build fails."""
         with tempfile.TemporaryFile() as context:
             with tarfile.open(fileobj=context, mode="w") as tar:
                 _add_bytes(tar, "Dockerfile", dockerfile.encode())
@@ -197,28 +259,43 @@ class ImageBuilder:
                     else:
                         tar.add(str(src), arcname=name, filter=_normalise_tarinfo)
             context.seek(0)
-            log = stream_build(self.client, context, tag, labels)
+            try:
+                log = stream_build(self.client, context, tag, labels)
+            except ImageBuildError as exc:
+                path = self._keep_log(tag, f"# Dockerfile\n{dockerfile}\n# log\n{exc.log}")
+                exc.log_path = str(path)
+                raise
+        self._keep_log(tag, f"# Dockerfile\n{dockerfile}\n# log\n{log}")
         image = self._find(tag)
         if image is None:
             raise ImageBuildError(f"building {tag} produced no image", log=log)
         return image
 
-    # ------------------------------------------------------------------ base
-    def base(self, python: str, extra_apt: tuple[str, ...] = (), *, builder: bool = False) -> ImageRef:
-        """The base image for a Python version (bootstrapped with mmdebstrap if absent)."""
-        suite = self.bases.suite_for(python)
-        packages = sorted({*self.bases.packages, *extra_apt, *(self.bases.builder_packages if builder else ())})
+    # ------------------------------------------------------------------ base (per suite)
+    def suite_base(self, suite: str, extra_apt: tuple[str, ...] = ()) -> ImageRef:
+        """The bootstrapped base of a Debian suite (and its compiler packages' image)."""
+        packages = sorted({*self.bases.packages, *self.bases.suite_packages.get(suite, ()), *extra_apt})
         inputs = {"format": IMAGE_FORMAT, "suite": suite, "variant": self.bases.variant,
-                  "packages": packages, "user": [self.bases.user, self.bases.uid],
+                  "packages": packages, "compiler_packages": sorted(self.bases.compiler_packages),
+                  "user": [self.bases.user, self.bases.uid],
                   "service_user": [self.bases.service_user, self.bases.service_uid]}
         inputs_hash = content_hash(inputs)
-        name = "builder" if builder else "base"
-        tag = f"harness-{name}:{suite}-{inputs_hash}"
-        return self._cached(tag, name, inputs_hash,
-                            lambda: self._bootstrap(tag, suite, packages, inputs, inputs_hash, name))
+        tag = f"harness-base:{suite}-{inputs_hash}"
+        ref = self._cached(tag, "base", inputs_hash,
+                           lambda: self._bootstrap(tag, suite, packages, inputs, inputs_hash))
+        if self.registry is not None:  # the compiler packages travel with their base
+            debs = self._debs_tag_for(tag)
+            if ref.built:
+                self.registry.publish(debs)
+            elif self._find(debs) is None:
+                self.registry.fetch(debs, inputs_hash)
+        return ref
 
-    def _bootstrap(self, tag: str, suite: str, packages: list[str], inputs: dict, inputs_hash: str,
-                   kind: str) -> None:
+    def base(self, python: str, extra_apt: tuple[str, ...] = ()) -> ImageRef:
+        """The image a Python runs in (kept for callers that only name a version)."""
+        return self.interpreter(python, extra_apt=extra_apt).image
+
+    def _bootstrap(self, tag: str, suite: str, packages: list[str], inputs: dict, inputs_hash: str) -> None:
         if shutil.which("mmdebstrap") is None:
             raise ImageBuildError("mmdebstrap is not installed: `apt-get install mmdebstrap` "
                                   "(or run `bash scripts/setup.sh`)")
@@ -227,6 +304,10 @@ class ImageBuilder:
         with tempfile.TemporaryDirectory(prefix="harness-rootfs-") as tmp:
             rootfs = Path(tmp) / "rootfs.tar"
             pkglist = Path(tmp) / "packages.txt"
+            debs = Path(tmp) / "debs"
+            debs.mkdir()
+            compiler = " ".join(shlex.quote(p) for p in self.bases.compiler_packages)
+            version_file = Path(tmp) / "python-version.txt"
             hooks = [
                 f'chroot "$1" useradd --create-home --uid {uid} --shell /bin/bash {user}',
                 f'chroot "$1" useradd --no-create-home --uid {self.bases.service_uid} --shell /usr/sbin/nologin '
@@ -234,9 +315,16 @@ class ImageBuilder:
                 'mkdir -p "$1/opt/harness" "$1/testbed"',
                 f'chown {uid}:{uid} "$1/testbed"',
                 "chroot \"$1\" dpkg-query -W -f='${Package}=${Version}\\n' > "
-                f'"$1/opt/harness/base-packages.txt"',
+                '"$1/opt/harness/base-packages.txt"',
                 f'cp "$1/opt/harness/base-packages.txt" {shlex.quote(str(pkglist))}',
-                # Package caches and lists are not needed at run time.
+                f'chroot "$1" python3 -c "import platform; print(platform.python_version())" > '
+                f'{shlex.quote(str(version_file))} || true',
+                # The compiler's packages, downloaded (not installed) against exactly this
+                # root filesystem, so they can be installed later without network.
+                'rm -f "$1"/var/cache/apt/archives/*.deb',
+                (f'APT_CONFIG="$MMDEBSTRAP_APT_CONFIG" apt-get install --download-only --yes --quiet '
+                 f'--no-install-recommends {compiler} && cp "$1"/var/cache/apt/archives/*.deb '
+                 f'{shlex.quote(str(debs))}/') if compiler else "true",
                 'rm -rf "$1/var/cache/apt/archives"/*.deb "$1/var/lib/apt/lists"/*',
             ]
             cmd = ["mmdebstrap", f"--variant={self.bases.variant}", f"--include={','.join(packages)}",
@@ -245,44 +333,91 @@ class ImageBuilder:
                 cmd.append(f"--customize-hook={hook}")
             cmd += [suite, str(rootfs), mirror]
             proc = subprocess.run(cmd, capture_output=True, text=True)
+            self._keep_log(tag, f"# {' '.join(map(shlex.quote, cmd))}\n{proc.stdout}{proc.stderr}")
             if proc.returncode != 0:
                 raise ImageBuildError(f"mmdebstrap {suite} failed (exit {proc.returncode})",
                                       log=(proc.stdout + proc.stderr)[-20000:])
             packages_hash = content_hash(pkglist.read_text(), length=64)
-            labels = self._labels(kind, inputs_hash, inputs)
+            labels = self._labels("base", inputs_hash, inputs)
             labels[f"{LABEL_PREFIX}.packages-sha256"] = packages_hash
+            labels[f"{LABEL_PREFIX}.python-version"] = version_file.read_text().strip() if version_file.exists() else ""
+            labels[f"{LABEL_PREFIX}.python"] = DEBIAN_PYTHON
             changes = [f"LABEL {k}={json.dumps(v)}" for k, v in labels.items()]
             changes += ['ENV LANG=C.UTF-8 LC_ALL=C.UTF-8 TZ=UTC', 'CMD ["sleep", "infinity"]']
+            debs_tar = Path(tmp) / "debs.tar"
+            with tarfile.open(debs_tar, "w") as tar:
+                tar.add(str(debs), arcname="debs")
             try:
+                repo, _, version = self._debs_tag_for(tag).partition(":")
+                debs_labels = {**self._labels("base", inputs_hash, inputs), f"{LABEL_PREFIX}.kind": "debs"}
+                self.client.api.import_image_from_file(str(debs_tar), repository=repo, tag=version,
+                                                       changes=[f"LABEL {k}={json.dumps(v)}"
+                                                                for k, v in debs_labels.items()])
                 self.client.api.import_image_from_file(str(rootfs), repository=tag.split(":")[0],
                                                        tag=tag.split(":")[1], changes=changes)
             except APIError as exc:
                 raise ImageBuildError(f"docker import of {suite} failed: {exc.explanation or exc}") from None
 
+    @staticmethod
+    def _debs_tag_for(base_tag: str) -> str:
+        return f"harness-debs:{base_tag.split(':', 1)[1]}"
+
+    # ------------------------------------------------------------------ interpreter
+    def interpreter(self, python: str, override: tuple[tuple[str, str], ...] | dict | None = None,
+                    extra_apt: tuple[str, ...] = ()) -> Interpreter:
+        """The image ``python`` runs in, from the spec's ``override`` or bases.yaml
+        (:mod:`harness.engine.interpreter_layer`)."""
+        from harness.engine.interpreter_layer import interpreter
+        return interpreter(self, python, override, extra_apt)
+
+    # ------------------------------------------------------------------ compiler layer
+    def with_compiler(self, parent: ImageRef, suite_base: ImageRef) -> ImageRef:
+        """``parent`` plus the compiler packages of its suite, installed offline."""
+        debs = self._debs_tag_for(suite_base.tag)
+        if self._find(debs) is None:
+            raise ImageBuildError(f"{debs} (the compiler packages of {suite_base.tag}) is missing: remove "
+                                  f"{suite_base.tag} so that it is bootstrapped again")
+        inputs = {"format": IMAGE_FORMAT, "parent": parent.image_id, "debs": self._find(debs).id}
+        inputs_hash = content_hash(inputs)
+        tag = f"harness-cc:{inputs_hash}"
+        dockerfile = f"""FROM {parent.tag}
+COPY --from={debs} /debs/ /tmp/harness-debs/
+RUN dpkg -i /tmp/harness-debs/*.deb > /tmp/dpkg.log 2>&1 || {{ cat /tmp/dpkg.log; exit 1; }}; \\
+    rm -rf /tmp/harness-debs /tmp/dpkg.log; mkdir -p /opt/harness/ccache
+"""
+        labels = self._labels("cc", inputs_hash, inputs)
+        labels[f"{LABEL_PREFIX}.compiler"] = "yes"
+        return self._cached(tag, "cc", inputs_hash, lambda: self.docker_build(tag, dockerfile, {}, labels),
+                            parent_id=parent.image_id)
+
+    def builder(self, interpreter: Interpreter) -> ImageRef:
+        """The network-less builder of sdists and tree metadata: the interpreter with a compiler."""
+        return self.with_compiler(interpreter.image, self.suite_base(interpreter.suite))
+
     # ------------------------------------------------------------------ environment
-    def environment(self, spec: EnvSpec, lock_text: str, wheel_dir: Path,
+    def environment(self, spec: EnvSpec, interpreter: Interpreter, lock_text: str, wheel_dir: Path,
                     services: list[tuple[Any, str, Path]] | None = None) -> ImageRef:
         """The environment layer: a root-owned venv installed offline from ``wheel_dir``,
         plus one venv per local service (``services``: (ServiceSpec, lock text, wheel dir)).
 
-        ``lock_text`` is a pip requirements file with ``--hash`` for every line; it decides
-        the tag together with the base image id and the services' locks and build steps.
+        ``lock_text`` is a pip requirements file with ``--hash`` for every line (pip,
+        setuptools and wheel included); it decides the tag together with the
+        interpreter image and the services' locks and build steps.
         """
         services = services or []
-        base = self.base(spec.python, spec.apt_packages)
-        inputs = {"format": IMAGE_FORMAT, "base": base.image_id, "lock": content_hash(lock_text, 64),
-                  "python": spec.python,
+        parent = interpreter.image
+        inputs = {"format": IMAGE_FORMAT, "base": parent.image_id, "lock": content_hash(lock_text, 64),
+                  "python": interpreter.version, "venv": "copies",
                   "services": [[svc.name, content_hash(lock, 64), list(svc.build)] for svc, lock, _ in services]}
         inputs_hash = content_hash(inputs)
         tag = f"harness-env:py{spec.python}-{inputs_hash}"
+        exe = interpreter.executable
 
         def build() -> None:
-            dockerfile = f"""FROM {base.tag}
+            dockerfile = f"""FROM {parent.tag}
 COPY wheels/ /opt/harness/wheels/
 COPY requirements.lock /opt/harness/requirements.lock
-RUN set -e; python3 -m venv {VENV}; \\
-    {PYTHON} -m pip install --quiet --no-index --no-deps --disable-pip-version-check \\
-        --find-links /opt/harness/wheels --require-hashes -r /opt/harness/requirements.lock; \\
+RUN set -e; {venv_install(exe, VENV, "/opt/harness/wheels", "/opt/harness/requirements.lock")}; \\
     {PYTHON} -m pip freeze --all > /opt/harness/installed.txt; \\
     chmod -R go-w {VENV}
 ENV PATH={VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \\
@@ -296,70 +431,46 @@ ENV PATH={VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
                 files[f"services/{svc.name}/build.sh"] = ("set -e\ncd " + home + "\n" + "\n".join(svc.build)
                                                           + "\n").encode()
                 dockerfile += f"""COPY services/{svc.name}/ {home}/
-RUN set -e; python3 -m venv {home}/venv; \\
-    {home}/venv/bin/python -m pip install --quiet --no-index --no-deps --disable-pip-version-check \\
-        --find-links {home}/wheels --require-hashes -r {home}/requirements.lock; \\
+RUN set -e; {venv_install(exe, home + "/venv", home + "/wheels", home + "/requirements.lock")}; \\
     PATH={home}/venv/bin:$PATH bash {home}/build.sh; chmod -R go-w {home}
 """
             labels = self._labels("env", inputs_hash, inputs)
             labels[f"{LABEL_PREFIX}.python"] = PYTHON
-            self._docker_build(tag, dockerfile, files, labels)
+            labels[f"{LABEL_PREFIX}.python-version"] = interpreter.version
+            labels[f"{LABEL_PREFIX}.python-source"] = interpreter.source.describe()
+            self.docker_build(tag, dockerfile, files, labels)
 
-        return self._cached(tag, "env", inputs_hash, build, parent_id=base.image_id)
+        return self._cached(tag, "env", inputs_hash, build, parent_id=parent.image_id)
 
-    # ------------------------------------------------------------------ instance
-    def instance(self, instance_id: str, spec: EnvSpec, env: ImageRef, tree_dir: Path,
-                 tree_sha: str) -> ImageRef:
-        """The instance layer: the exported one-commit repository, installed.
+    def instance(self, *args, **kwargs) -> ImageRef:
+        from harness.engine.instance_layer import build_instance
+        return build_instance(self, *args, **kwargs)
 
-        The tree is added once (to ``/opt/harness/testbed``); the install runs in a
-        throw-away copy at ``/testbed`` and only the files it created or changed are
-        copied back, so the layer costs little more than the working tree.
-        """
-        steps = [*spec.pre_install, spec.install] if spec.install else [*spec.pre_install]
-        # spec `setup_files` are written into the working copy before pre_install/install
-        writes = [f"mkdir -p \"$(dirname {shlex.quote(path)})\" && printf %s {shlex.quote(content)} > {shlex.quote(path)}"
-                  for path, content in spec.setup_files]
-        script = "\n".join(["set -e", "cd /testbed", *writes, *steps]) + "\n"
-        env_lines = "".join(f"ENV {k}={json.dumps(v)}\n" for k, v in spec.env)
-        uid = self.bases.uid
-        dockerfile = f"""FROM {env.tag}
-{env_lines}ADD testbed.tar {PRISTINE_TREE}/
-COPY install.sh /opt/harness/install.sh
-RUN set -e; touch /opt/harness/.stamp; \\
-    rm -rf /testbed; cp -a --no-preserve=ownership {PRISTINE_TREE} /testbed; \\
-    bash /opt/harness/install.sh; \\
-    cd /testbed; find . -path ./.git -prune -o ! -type d -newer /opt/harness/.stamp -print \\
-      | while read -r f; do mkdir -p "{PRISTINE_TREE}/$(dirname "$f")"; cp -a "$f" "{PRISTINE_TREE}/$f"; \\
-          chown -h {uid}:{uid} "{PRISTINE_TREE}/$f"; done; \\
-    cd /; rm -rf /testbed; mkdir /testbed; chown {uid}:{uid} /testbed
-WORKDIR /testbed
-"""
-        inputs = {"format": IMAGE_FORMAT, "env": env.image_id, "tree": tree_sha,
-                  "pre_install": list(spec.pre_install), "install": spec.install,
-                  "env_vars": dict(spec.env), "setup_files": dict(spec.setup_files),
-                  "dockerfile": content_hash(dockerfile + script, 64)}
-        inputs_hash = content_hash(inputs)
-        tag = f"harness-inst:{_tag_safe(instance_id)}-{inputs_hash}"
+    def remove_quietly(self, ref: str) -> None:
+        try:
+            self.client.images.remove(ref, noprune=False)
+        except (NotFound, APIError):
+            pass
 
-        def build() -> None:
-            labels = self._labels("inst", inputs_hash, inputs)
-            labels[f"{LABEL_PREFIX}.instance-id"] = instance_id
-            labels[f"{LABEL_PREFIX}.tree-sha"] = tree_sha
-            with tempfile.TemporaryDirectory(prefix="harness-ctx-") as tmp:
-                tree_tar = Path(tmp) / "testbed.tar"
-                with tarfile.open(tree_tar, "w") as tar:
-                    tar.add(str(tree_dir), arcname=".", filter=_tree_tarinfo)
-                files = {"testbed.tar": tree_tar, "install.sh": script.encode()}
-                self._docker_build(tag, dockerfile, files, labels)
 
-        return self._cached(tag, "inst", inputs_hash, build, parent_id=env.image_id)
+def venv_install(python: str, venv: str, wheels: str, lock: str) -> str:
+    """Shell: a venv without the interpreter's own bundled pip, then pip from the lock's
+    own pip wheel installs the whole lock (pip included) offline with hashes.
+
+    The venv's interpreter is a copy, not a symlink: a tool that links to
+    ``sys.executable`` elsewhere (tox-current-env's ``.tox/<env>/bin/python``, as sphinx's
+    tests run) must still find the venv (CPython resolves symlinks of its executable
+    before it looks for ``pyvenv.cfg``), as it does in SWE-bench's conda environments."""
+    return (f"{python} -m venv --copies --without-pip {venv}; "
+            f"pipwhl=$(ls {wheels}/pip-*.whl | head -n1); "
+            f"{venv}/bin/python \"$pipwhl/pip\" install --quiet --no-index --no-deps --disable-pip-version-check "
+            f"--no-warn-script-location --find-links {wheels} --require-hashes -r {lock}")
 
 
 def stream_build(client: docker.DockerClient, context, tag: str, labels: dict[str, str],
                  buildargs: dict[str, str] | None = None) -> str:
     """Build ``tag`` from a tar build context (a file object) with no network and no pull.
-    Returns the build log's tail; raises ImageBuildError with it when the build fails."""
+    Returns the whole build log; raises ImageBuildError with it when the build fails."""
     log: list[str] = []
     try:
         for chunk in client.api.build(fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True,
@@ -368,20 +479,20 @@ def stream_build(client: docker.DockerClient, context, tag: str, labels: dict[st
             if "stream" in chunk:
                 log.append(chunk["stream"])
             if "error" in chunk:
-                raise ImageBuildError(f"building {tag} failed: {chunk['error'].strip()}", log="".join(log)[-20000:])
+                raise ImageBuildError(f"building {tag} failed: {chunk['error'].strip()}", log="".join(log))
     except APIError as exc:
-        raise ImageBuildError(f"building {tag} failed: {exc.explanation or exc}", log="".join(log)[-20000:]) from None
-    return "".join(log)[-20000:]
+        raise ImageBuildError(f"building {tag} failed: {exc.explanation or exc}", log="".join(log)) from None
+    return "".join(log)
 
 
 def _tag_safe(text: str) -> str:
     return re.sub(r"[^a-z0-9_.-]", "-", text.lower())[:80]
 
 
-def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) -> None:
     info = tarfile.TarInfo(name)
     info.size = len(data)
-    info.mode = 0o644
+    info.mode = mode
     tar.addfile(info, io.BytesIO(data))
 
 

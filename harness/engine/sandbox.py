@@ -165,7 +165,9 @@ class DockerBackend:
                 network_mode="none", cap_drop=["ALL"], security_opt=["no-new-privileges"],
                 pids_limit=limits.pids, mem_limit=limits.memory, memswap_limit=limits.memory,
                 nano_cpus=int(limits.cpus * 1e9), read_only=True, mounts=mounts,
-                tmpfs={"/tmp": f"size={limits.tmp_size},mode=1777,nosuid,nodev"},
+                # exec: Docker's tmpfs default is noexec, and builds run what they compile
+                # there (a rebuild's compiler checks, e.g. scikit-learn's); no new privilege
+                tmpfs={"/tmp": f"size={limits.tmp_size},mode=1777,nosuid,nodev,exec"},
                 log_config={"type": "json-file", "config": {"max-size": limits.log_size, "max-file": "1"}},
                 working_dir="/testbed", environment={"HOME": "/tmp"}, stdin_open=False, tty=False,
             )

@@ -51,6 +51,7 @@ class ErrorReason(str, enum.Enum):
     SERVICE_UNAVAILABLE = "service_unavailable"
     REPOSITORY_UNAVAILABLE = "repository_unavailable"
     HARNESS_ERROR = "harness_error"
+    REBUILD_FAILED = "rebuild_failed"
     #: the task ran past the executor's deadline (--task-timeout): killed with its container
     DEADLINE_EXCEEDED = "deadline_exceeded"
     #: the Docker engine stopped answering (locally or on a cluster node)
@@ -81,6 +82,7 @@ _ORIGIN = {
     ErrorReason.SERVICE_UNAVAILABLE: "harness",
     ErrorReason.REPOSITORY_UNAVAILABLE: "harness",
     ErrorReason.HARNESS_ERROR: "harness",
+    ErrorReason.REBUILD_FAILED: "model",
     ErrorReason.DEADLINE_EXCEEDED: "harness",
     ErrorReason.ENGINE_LOST: "harness",
     ErrorReason.NODE_LOST: "harness",

@@ -38,7 +38,7 @@ def test_project_data_is_found_through_importlib_resources():
     from harness.specs import DEFAULT_SPECS_DIR, IMAGES_DIR
     assert (IMAGES_DIR, DEFAULT_SPECS_DIR, DEMO_DIR) == (resources.images_dir(), resources.specs_dir(),
                                                          resources.demo_dir())
-    assert BaseDefinition.load().python_suites  # the default path is the packaged bases.yaml
+    assert BaseDefinition.load().pythons  # the default path is the packaged bases.yaml
     assert resources.problems() == []
 
 

@@ -252,7 +252,12 @@ def test_specs_dir_must_exist(tmp_path):
     ("{requirements: {a: 1}}", "requirements"),
     ("{requirements: [pytest, 3]}", "requirements"),
     ("{apt_packages: 7}", "apt_packages"),
-    ("{pre_install: [[nested]]}", "pre_install"),
+    ("{pre_install: [[nested, [deeper]]]}", "pre_install"),   # one level of alias splicing only
+    ("{compiler: gcc}", "compiler"),
+    ("{reinstall_timeout: 0}", "reinstall_timeout"),
+    ("{installer: [pip]}", "installer"),
+    ("{interpreter: {conda: \"3.8\"}}", "interpreter"),
+    ("{submodules: {helpers: not-a-repo}}", "submodules.helpers"),
     ("{test_directives: all}", "test_directives"),
     ("{services: {db: x}}", "services"),
     ("{install_requires_from_tree: 'no'}", "install_requires_from_tree"),
@@ -283,7 +288,7 @@ def test_good_scalar_types(tmp_path):
             services: [{name: db, command: "db-server"}]
     """))
     spec = reg.get("o/r", "1")
-    assert spec.install_requires_from_tree is True and spec.reinstall_after_patch is False
+    assert spec.install_requires_from_tree is True and spec.reinstall_after_patch == "never"
     assert spec.test_directives == "none"
     assert spec.env_dict == {"N": "5"}
     assert spec.setup_files == (("setup.cfg", "[x]\n"),)

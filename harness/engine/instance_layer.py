@@ -1,0 +1,266 @@
+"""The instance layer: the exported one-commit repository, installed.
+
+Identical content shares one image whatever the instance id: the tag is
+``harness-inst:<repo>-<hash>`` where the hash covers the environment image, the tree
+hash, the install steps, the spec's environment variables and the compiler mode.
+
+Without install steps the layer is the tree alone (``ADD testbed.tar``). With them, the
+install runs in a network-less *build container* of the environment image (plus the
+compiler layer when the spec asks for one), with a compiler cache mounted from the host
+(``<cache>/ccache/<interpreter>``; ccache keys on the preprocessed source and the
+compiler's content, so instances of a version reuse each other's compilation). The
+result — the whole tree after the install at ``/opt/harness/testbed`` (build artefacts
+included, so a later rebuild is incremental) and the files the install added to the
+virtual environment — is copied out as one tar and added in one layer on top of the
+environment image (``compiler: none|build``) or of the environment with the compiler
+(``compiler: keep``). The test image of ``build`` therefore never holds the compiler.
+
+A further instance of a version whose tree differs from an earlier instance's in no build
+input is a small layer on that instance's image instead (:mod:`harness.engine.instance_reuse`).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shlex
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+from docker.types import Mount
+
+from harness.engine import instance_reuse as reuse
+from harness.engine.images import (IMAGE_FORMAT, LABEL_PREFIX, PRISTINE_TREE, VENV, ImageBuilder, ImageRef,
+                                   _tag_safe, _tree_tarinfo)
+from harness.errors import ImageBuildError
+from harness.hashing import content_hash
+from harness.repos import GitDir
+from harness.specs import EnvSpec
+
+INSTALL_TIMEOUT = 3600
+CCACHE = "/opt/harness/ccache"
+STAMP = "/opt/harness/.install-stamp"
+CCACHE_ENV = {"CCACHE_DIR": CCACHE, "CCACHE_COMPILERCHECK": "content", "CCACHE_NOHASHDIR": "1",
+              "CCACHE_SLOPPINESS": "time_macros,include_file_mtime,include_file_ctime,file_stat_matches",
+              "CCACHE_MAXSIZE": "4G", "CCACHE_UMASK": "002"}
+
+
+def install_script(spec: EnvSpec) -> str:
+    """The install, run as root in the build container (the tree is at /testbed there,
+    where containers see their working copy). A failing step names itself."""
+    writes = [f"mkdir -p \"$(dirname {shlex.quote(path)})\" && printf %s {shlex.quote(content)} > {shlex.quote(path)}"
+              for path, content in spec.setup_files]
+    steps = [*spec.pre_install, spec.install] if spec.install else [*spec.pre_install]
+    lines = ["set -eE", "trap 'echo \"harness: install step failed (exit $?): $BASH_COMMAND\" >&2' ERR",
+             "cd /testbed", *writes, *steps]
+    return "\n".join(lines) + "\n"
+
+
+def build_instance(images: ImageBuilder, name_hint: str, spec: EnvSpec, env: ImageRef, tree_dir: Path,
+                   tree_sha: str, *, compiler_env: ImageRef | None = None, ccache_key: str = "",
+                   tree_time: int | None = None) -> ImageRef:
+    """The instance image for ``tree_dir`` on ``env``. ``compiler_env`` is the
+    environment with the compiler (required when ``spec.compiler`` is not "none");
+    ``tree_time`` the source commit's time (an instance is only built on earlier ones)."""
+    script = install_script(spec)
+    has_install = bool(spec.install or spec.pre_install or spec.setup_files)
+    if spec.compiler != "none" and compiler_env is None:
+        raise ImageBuildError(f"spec {spec.repo}@{spec.version} asks for a compiler but none was prepared")
+    final_parent = compiler_env if spec.compiler == "keep" else env
+    env_lines = "".join(f"ENV {k}={json.dumps(v)}\n" for k, v in spec.env)
+    inputs = {"format": IMAGE_FORMAT, "layout": LAYOUT, "env": env.image_id, "parent": final_parent.image_id, "tree": tree_sha,
+              "script": content_hash(script, 64), "env_vars": dict(spec.env), "compiler": spec.compiler,
+              "downloads": [[digest, to] for _, digest, to in spec.downloads],
+              "build_parent": compiler_env.image_id if (compiler_env and spec.compiler != "none") else None}
+    inputs_hash = content_hash(inputs)
+    tag = f"harness-inst:{_tag_safe(name_hint)[:60]}-{inputs_hash}"
+
+    def build() -> None:
+        labels = images._labels("inst", inputs_hash, inputs)
+        labels[f"{LABEL_PREFIX}.tree-sha"] = tree_sha
+        labels[f"{LABEL_PREFIX}.compiler"] = spec.compiler
+        with tempfile.TemporaryDirectory(prefix="harness-ctx-") as tmp:
+            tree_tar = Path(tmp) / "testbed.tar"
+            with tarfile.open(tree_tar, "w") as tar:
+                tar.add(str(tree_dir), arcname=".", filter=_tree_tarinfo)
+            if not has_install:
+                dockerfile = f"FROM {final_parent.tag}\n{env_lines}ADD testbed.tar {PRISTINE_TREE}/\nWORKDIR /testbed\n"
+                images.docker_build(tag, dockerfile, {"testbed.tar": tree_tar}, labels)
+                return
+            family = reuse.family_key(inputs)
+            labels[f"{LABEL_PREFIX}.family"] = family
+            delta = Path(tmp) / "delta.tar"
+            planned, why = reuse.plan(images, family, tree_dir, spec.compiled_sources, tree_time)
+            if planned is not None:
+                reuse.write_delta(planned, tree_dir, delta, images.bases.uid)
+                labels[f"{LABEL_PREFIX}.reused-from"] = planned.base.tag
+                images.docker_build(tag, reuse.dockerfile(planned.base.tag), {"delta.tar": delta}, labels)
+                rewritten = planned.base.rewritten
+                note = (f"# built on {planned.base.tag} (same version, no build input changed): "
+                        f"{len(planned.changed)} files changed, {len(planned.deleted)} removed, "
+                        f"{len(planned.git_changed)} .git files new, {len(planned.git_deleted)} removed\n")
+            elif spec.compiler == "none" and not spec.downloads:
+                # no compiler cache to mount: one docker build, the tree in one layer and
+                # what the install wrote in the next
+                log, written = _install_in_build(images, env, spec, tag, env_lines, tree_tar, script, labels)
+            else:
+                build_parent = compiler_env if spec.compiler != "none" else env
+                log, written = _install_in_container(images, build_parent, spec, tree_tar, script, delta, ccache_key)
+                dockerfile = f"FROM {final_parent.tag}\n{env_lines}ADD delta.tar /\nWORKDIR /testbed\n"
+                images.docker_build(tag, dockerfile, {"delta.tar": delta}, labels)
+            if planned is None:
+                tracked = {e.path for e in GitDir(tree_dir).ls_tree("HEAD")}
+                rewritten = tuple(sorted(p for p in written if p in tracked))
+                note = f"# full install ({why})\n# install script\n{script}\n# install output\n{log}\n\n"
+            reuse.BuildRecord(inputs_hash, family, tag, str(tree_dir), rewritten, tree_time).save(
+                reuse.records_dir(images))
+            path = images.log_path(tag)
+            path.write_text(note + path.read_text())
+
+    return images._cached(tag, "inst", inputs_hash, build, parent_id=env.image_id)
+
+
+WRITTEN = "/opt/harness/.install-written"
+#: Bumped when how an instance layer is built changes (2: what the install wrote is copied
+#: back with tar under bash; layout 1 ran a bash-only loop under /bin/sh and copied nothing).
+LAYOUT = 2
+
+
+def _install_in_build(images: ImageBuilder, env: ImageRef, spec: EnvSpec, tag: str, env_lines: str, tree_tar: Path,
+                      script: str, labels: dict) -> tuple[str, list[str]]:
+    """The install as a RUN step: it runs in a copy at /testbed, and only the files it
+    created or changed are copied back into the pristine tree (so the layer holds them,
+    not a second copy of the tree). Returns (log, the files it wrote)."""
+    uid = images.bases.uid
+    dockerfile = f"""FROM {env.tag}
+{env_lines}ADD testbed.tar {PRISTINE_TREE}/
+COPY install.sh /opt/harness/install.sh
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+RUN set -e; touch {STAMP}; rm -rf /testbed; cp -a --no-preserve=ownership {PRISTINE_TREE} /testbed; \\
+    bash /opt/harness/install.sh; \\
+    cd /testbed; find . -path ./.git -prune -o ! -type d -newer {STAMP} -print0 > {WRITTEN}; \\
+    tar -c --null --no-recursion -T {WRITTEN} --owner={uid} --group={uid} --numeric-owner -f - \\
+      | tar -x -p -C {PRISTINE_TREE} -f -; \\
+    find {PRISTINE_TREE} -mindepth 1 -type d -newer {STAMP} -exec chown {uid}:{uid} {{}} +; \\
+    cd /; rm -rf /testbed {STAMP}; mkdir /testbed; chown {uid}:{uid} /testbed
+SHELL ["/bin/sh", "-c"]
+WORKDIR /testbed
+"""
+    try:
+        images.docker_build(tag, dockerfile, {"testbed.tar": tree_tar, "install.sh": script.encode()}, labels)
+    except ImageBuildError as exc:
+        from harness.requirements import failing_package
+        plain = re.sub(r"\x1b\[[0-9;]*m", "", exc.log)  # the engine colours a build's stderr
+        failed = [line for line in plain.splitlines() if line.startswith("harness: install step failed")]
+        step = failed[-1].split(": ", 2)[-1] if failed else "(see the log)"
+        raise ImageBuildError(f"installing {spec.repo}@{spec.version} failed at package "
+                              f"{failing_package(plain) or spec.repo}; command: {step}", log=exc.log,
+                              log_path=exc.log_path) from None
+    container = images.client.containers.create(tag, command=["true"], network_mode="none")
+    try:
+        bits, _ = container.get_archive(WRITTEN)
+        with tarfile.open(fileobj=io.BytesIO(b"".join(bits))) as tar:
+            listed = tar.extractfile(tar.getmembers()[0]).read().decode(errors="surrogateescape")
+    finally:
+        container.remove(force=True)
+    return "(the install ran as a build step: its output is in this log below)", \
+        [p[2:] for p in listed.split("\0") if p.startswith("./")]
+
+
+def _install_in_container(images: ImageBuilder, parent: ImageRef, spec: EnvSpec, tree_tar: Path, script: str,
+                          delta: Path, ccache_key: str) -> tuple[str, list[str]]:
+    client = images.client
+    mounts = []
+    env = {**dict(spec.env), "HOME": "/tmp", "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    if spec.compiler != "none":
+        host_cache = images.cache_dir / "ccache" / (ccache_key or "default")
+        host_cache.mkdir(parents=True, exist_ok=True)
+        mounts.append(Mount(target=CCACHE, source=str(host_cache), type="bind"))
+        env.update(CCACHE_ENV)
+        env["PATH"] = f"/usr/lib/ccache:{VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    container = client.containers.create(parent.tag, command=["sleep", "infinity"], network_mode="none",
+                                         user="0:0", working_dir="/", environment=env, mounts=mounts,
+                                         labels={"org.harness.owner": "harness-builder"})
+    started = time.monotonic()
+    try:
+        container.start()
+        container.exec_run(["mkdir", "-p", PRISTINE_TREE])
+        with open(tree_tar, "rb") as handle:
+            container.put_archive(PRISTINE_TREE, handle)
+        container.put_archive("/opt/harness", _one_file("install.sh", script.encode()))
+        for url, digest, to in spec.downloads:
+            data = fetch_download(images.cache_dir, url, digest)
+            container.exec_run(["mkdir", "-p", str(Path(to).parent)])
+            container.put_archive(str(Path(to).parent), _one_file(Path(to).name, data))
+        prepare = (f"touch {STAMP}; rm -rf /testbed; cp -a {PRISTINE_TREE} /testbed")
+        collect = (f"cd /; rm -rf {PRISTINE_TREE}; mv /testbed {PRISTINE_TREE}; mkdir /testbed; "
+                   f"chown -R {images.bases.uid}:{images.bases.uid} {PRISTINE_TREE} /testbed; "
+                   f"tar -cf /tmp/delta.tar {PRISTINE_TREE.lstrip('/')}; "
+                   f"find {VENV.lstrip('/')} -newer {STAMP} ! -type d -print0 > /tmp/venv.list; "
+                   "if [ -s /tmp/venv.list ]; then tar -rf /tmp/delta.tar --null --no-recursion -T /tmp/venv.list; fi")
+        code, output = container.exec_run(["/usr/bin/timeout", str(INSTALL_TIMEOUT), "/bin/bash", "-c",
+                                           f"{prepare} && bash /opt/harness/install.sh"], workdir="/")
+        log = output.decode(errors="replace")
+        if code != 0:
+            from harness.requirements import failing_package
+            failed = [l for l in log.splitlines() if l.startswith("harness: install step failed")]
+            step = failed[-1].split(": ", 2)[-1] if failed else "(see the log)"
+            package = failing_package(log) or spec.repo
+            raise ImageBuildError(f"installing {spec.repo}@{spec.version} failed (exit {code}) at package "
+                                  f"{package}; command: {step}", log=log)
+        code, output = container.exec_run(["/bin/bash", "-c", collect], workdir="/")
+        if code != 0:
+            raise ImageBuildError(f"collecting the installed tree failed: {output.decode(errors='replace')[-2000:]}")
+        code, listed = container.exec_run(["/bin/bash", "-c", f"cd {PRISTINE_TREE} && find . -path ./.git -prune -o "
+                                                              f"-type f -newer {STAMP} -print0"], workdir="/")
+        written = [p[2:] for p in listed.decode(errors="surrogateescape").split("\0") if p.startswith("./")]
+        bits, _ = container.get_archive("/tmp/delta.tar")
+        with tempfile.TemporaryFile() as outer:
+            for chunk in bits:
+                outer.write(chunk)
+            outer.seek(0)
+            with tarfile.open(fileobj=outer) as tar:
+                member = tar.getmembers()[0]
+                source = tar.extractfile(member)
+                with open(delta, "wb") as handle:
+                    while True:
+                        block = source.read(1 << 20)
+                        if not block:
+                            break
+                        handle.write(block)
+        return log + f"\n# install and collect: {time.monotonic() - started:.1f} s\n", written
+    finally:
+        container.remove(force=True, v=True)
+
+
+def fetch_download(cache_dir: Path, url: str, digest: str) -> bytes:
+    """A spec's download, from ``<cache>/downloads/<sha256>`` or fetched (and checked)."""
+    import hashlib
+    import urllib.request
+    path = Path(cache_dir) / "downloads" / digest
+    if path.exists() and hashlib.sha256(path.read_bytes()).hexdigest() == digest:
+        return path.read_bytes()
+    try:
+        with urllib.request.urlopen(url, timeout=300) as response:
+            data = response.read()
+    except OSError as exc:
+        raise ImageBuildError(f"downloading {url} (a spec download) failed: {exc}") from None
+    got = hashlib.sha256(data).hexdigest()
+    if got != digest:
+        raise ImageBuildError(f"{url}: sha256 {got} is not the spec's {digest}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return data
+
+
+def _one_file(name: str, data: bytes) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        info.mode = 0o755
+        tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()

@@ -1,0 +1,195 @@
+"""A further instance of a built version, as a small layer on an earlier instance.
+
+After a full instance build (the tree installed in a build container, see
+:mod:`harness.engine.instance_layer`) a record is kept under
+``<cache>/instance-builds/<inputs hash>.json``: the image's *family* (its inputs without
+the tree: environment, compiler, install steps, environment variables), the export it
+was built from, and the tracked files its install rewrote (a ``sed`` in ``pre_install``).
+
+A later instance of the same family is built ``FROM`` such an image — only one built from
+an *earlier or the same* commit, so that nothing an install derived from its tree (an
+egg-info's file list, a long description) can tell an instance about its future — when the difference
+between the two exports touches no *build input*: the spec's ``compiled_sources``
+(C, Cython, headers, ...), the packaging files (setup.py, setup.cfg, pyproject.toml,
+setup_package.py, requirement files, version files, templates) and no file the earlier
+install rewrote. Then the install's outputs (build artefacts, extension modules,
+editable-install metadata) are the same for both trees, and the new layer holds only
+what differs: the changed, added and removed files of the working tree and of its
+one-commit ``.git`` (whose objects are content-addressed loose files, so most are
+shared; objects of the earlier commit are removed so no other commit's content remains).
+Otherwise the instance is built in full (with the compiler cache, so compilation is
+still reused).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.engine.images import PRISTINE_TREE, TREE_MTIME, ImageBuilder
+from harness.hashing import content_hash
+from harness.repos import GitDir
+
+#: Files whose change between two trees means the install must run again.
+BUILD_INPUTS = ("setup.py", "setup.cfg", "pyproject.toml", "MANIFEST.in", "setup_package.py", "requirements*",
+                "*.templ", "*.in", "_version.py", "version.py", "__pkginfo__.py", "meson.build", "CMakeLists.txt",
+                "*.cmake", "Makefile")
+DELETE_LIST = "/opt/harness/.delete-list"
+
+
+@dataclass(frozen=True)
+class BuildRecord:
+    inputs_hash: str
+    family: str
+    tag: str
+    export: str
+    rewritten: tuple[str, ...]
+    tree_time: int | None = None   # the source commit's time
+
+    @classmethod
+    def load(cls, path: Path) -> "BuildRecord | None":
+        try:
+            data = json.loads(path.read_text())
+            return cls(data["inputs_hash"], data["family"], data["tag"], data["export"], tuple(data["rewritten"]),
+                       data.get("tree_time"))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def save(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        tmp = directory / f".{self.inputs_hash}.json.tmp"
+        tmp.write_text(json.dumps({"inputs_hash": self.inputs_hash, "family": self.family, "tag": self.tag,
+                                   "export": self.export, "rewritten": list(self.rewritten),
+                                   "tree_time": self.tree_time}))
+        os.replace(tmp, directory / f"{self.inputs_hash}.json")
+
+
+@dataclass(frozen=True)
+class Delta:
+    base: BuildRecord
+    changed: tuple[str, ...]        # working-tree paths added or changed
+    deleted: tuple[str, ...]        # working-tree paths removed
+    git_changed: tuple[str, ...]    # .git files (relative to .git) added or changed
+    git_deleted: tuple[str, ...]
+
+
+def family_key(inputs: dict) -> str:
+    return content_hash({k: v for k, v in inputs.items() if k != "tree"})
+
+
+def records_dir(images: ImageBuilder) -> Path:
+    return images.cache_dir / "instance-builds"
+
+
+def is_build_input(path: str, compiled_sources: tuple[str, ...]) -> bool:
+    name = path.rsplit("/", 1)[-1]
+    return any(fnmatch.fnmatchcase(name, p) for p in (*BUILD_INPUTS, *compiled_sources))
+
+
+def plan(images: ImageBuilder, family: str, tree_dir: Path, compiled_sources: tuple[str, ...],
+         tree_time: int | None = None) -> tuple[Delta | None, str]:
+    """The smallest delta from an image of ``family`` built from an earlier commit (never
+    a later one: the install's outputs, e.g. an egg-info's file list, must not tell the
+    tree anything about its future) to ``tree_dir``, or (None, why not)."""
+    if tree_time is None:
+        return None, "the tree's commit time is unknown"
+    candidates = []
+    for path in sorted(records_dir(images).glob("*.json")):
+        record = BuildRecord.load(path)
+        if record is None or record.family != family or not Path(record.export, ".git").is_dir():
+            continue
+        if record.tree_time is None or record.tree_time > tree_time:
+            continue
+        if images._find(record.tag) is None:
+            continue
+        candidates.append(record)
+    if not candidates:
+        return None, "no instance image of this version from an earlier commit"
+    new = _listing(tree_dir)
+    best: Delta | None = None
+    why = "every earlier instance differs in a build input"
+    for record in candidates:
+        old = _listing(Path(record.export))
+        changed = sorted(p for p, entry in new.items() if old.get(p) != entry)
+        deleted = sorted(set(old) - set(new))
+        touched = [p for p in (*changed, *deleted) if is_build_input(p, compiled_sources) or p in record.rewritten]
+        if touched:
+            why = f"the tree differs from {record.tag} in build inputs ({', '.join(touched[:5])})"
+            continue
+        git_changed, git_deleted = _git_files_delta(Path(record.export, ".git"), Path(tree_dir, ".git"))
+        delta = Delta(record, tuple(changed), tuple(deleted), tuple(git_changed), tuple(git_deleted))
+        if best is None or _size(delta) < _size(best):
+            best = delta
+    return best, ("" if best else why)
+
+
+def _size(delta: Delta) -> int:
+    return len(delta.changed) + len(delta.deleted) + len(delta.git_changed) + len(delta.git_deleted)
+
+
+def _listing(export: Path) -> dict[str, tuple[str, str]]:
+    return {e.path: (e.mode, e.oid) for e in GitDir(export).ls_tree("HEAD")}
+
+
+def _git_files_delta(old: Path, new: Path) -> tuple[list[str], list[str]]:
+    def files(root: Path) -> dict[str, int]:
+        out = {}
+        for dirpath, _, names in os.walk(root):
+            for name in names:
+                full = Path(dirpath, name)
+                out[full.relative_to(root).as_posix()] = full.stat().st_size
+        return out
+
+    before, after = files(old), files(new)
+    changed = []
+    for rel, size in after.items():
+        if rel not in before:
+            changed.append(rel)
+        elif not rel.startswith("objects/") and (size != before[rel] or
+                                                 Path(old, rel).read_bytes() != Path(new, rel).read_bytes()):
+            changed.append(rel)  # objects are content-addressed: same name, same content
+    return sorted(changed), sorted(set(before) - set(after))
+
+
+def write_delta(delta: Delta, tree_dir: Path, out: Path, uid: int) -> None:
+    """A tar to ADD at / holding the changed files (tree mtime, the harness user's) and
+    the list of paths to remove."""
+    root = PRISTINE_TREE.lstrip("/")
+    dirs: set[str] = set()
+    for rel in (*delta.changed, *(f".git/{g}" for g in delta.git_changed)):
+        parts = rel.split("/")[:-1]
+        dirs.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
+
+    def owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid = info.gid = uid
+        info.uname = info.gname = ""
+        info.mtime = TREE_MTIME
+        return info
+
+    removed = [f"{PRISTINE_TREE}/{p}" for p in delta.deleted] + [f"{PRISTINE_TREE}/.git/{g}" for g in delta.git_deleted]
+    with tarfile.open(out, "w") as tar:
+        for directory in sorted(dirs):
+            info = tarfile.TarInfo(f"{root}/{directory}")
+            info.type, info.mode = tarfile.DIRTYPE, 0o755
+            tar.addfile(owned(info))
+        for rel in (*delta.changed, *(f".git/{g}" for g in delta.git_changed)):
+            tar.add(str(Path(tree_dir, rel)), arcname=f"{root}/{rel}", recursive=False, filter=owned)
+        data = "\0".join(removed).encode()
+        info = tarfile.TarInfo(DELETE_LIST.lstrip("/"))
+        info.size = len(data)
+        import io
+        tar.addfile(info, io.BytesIO(data))
+
+
+def dockerfile(base_tag: str) -> str:
+    """FROM the earlier instance, the delta added, removed files (and directories left
+    empty by them) deleted."""
+    return (f"FROM {base_tag}\nADD delta.tar /\n"
+            f"RUN set -e; if [ -s {DELETE_LIST} ]; then xargs -0 -r rm -rf -- < {DELETE_LIST}; "
+            f"tr '\\0' '\\n' < {DELETE_LIST} | while read -r f; do d=$(dirname \"$f\"); "
+            f"while [ \"$d\" != {PRISTINE_TREE} ] && rmdir \"$d\" 2>/dev/null; do d=$(dirname \"$d\"); done; done; "
+            f"fi; rm -f {DELETE_LIST}\n")

@@ -1,0 +1,218 @@
+"""Further instances of a version: content-keyed instance images, a small layer on an
+earlier instance when no build input changed (and a full build when one did), a checked
+re-install after a patch to a compiled source, and summaries over several sittings.
+
+A small repository with a C extension is made here (setuptools, ``compiler: keep``)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+SPEC = """\
+repo: example/cext
+defaults:
+  python: "3.11"
+  requirements: ["pytest==8.3.4"]
+  build_requires: []
+  install_requires_from_tree: true
+  compiler: keep
+  install: "python setup.py build_ext --inplace && python -m pip install --no-build-isolation --no-deps -e ."
+  reinstall: "python setup.py build_ext --inplace"
+  reinstall_timeout: 300
+  test_cmd: "pytest -rA -p no:cacheprovider"
+  parser: pytest
+  env: {{PYTEST_DISABLE_PLUGIN_AUTOLOAD: "1", HARNESS_TEST_SALT: "{salt}"}}
+versions:
+  "1.0": {{}}
+"""
+
+SETUP = ("from setuptools import Extension, setup\n"
+         "setup(name='cext', version='1.0', packages=['cext'],\n"
+         "      ext_modules=[Extension('cext._fast', ['cext/_fast.c'])])\n")
+FAST_C = """#include <Python.h>
+static PyObject *twice(PyObject *self, PyObject *arg) {{ long v = PyLong_AsLong(arg); return PyLong_FromLong({expr}); }}
+static PyMethodDef methods[] = {{{{"twice", twice, METH_O, ""}}, {{NULL, NULL, 0, NULL}}}};
+static struct PyModuleDef module = {{PyModuleDef_HEAD_INIT, "_fast", NULL, -1, methods}};
+PyMODINIT_FUNC PyInit__fast(void) {{ return PyModule_Create(&module); }}
+"""
+INIT = "from cext._fast import twice\n\n\ndef label(x):\n    return 'value %d' % twice(x){suffix}\n"
+TESTS = ("from cext import label, twice\n\n\ndef test_twice():\n    assert twice(2) == 4\n\n\n"
+         "def test_label():\n    assert label(1) == 'value 2'\n")
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                          check=True, capture_output=True, text=True).stdout
+
+
+def _commit(repo: Path, files: dict[str, str], message: str) -> str:
+    for name, text in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", message)
+    return _git(repo, "rev-parse", "HEAD").strip()
+
+
+@pytest.fixture
+def cext(tmp_path):
+    """Three commits: A; B = A + a changed .py and a removed file (no build input changed);
+    C = B + a changed setup.py (a build input). Each gets an instance whose gold patch
+    fixes ``label`` and whose test patch adds the test of the fix."""
+    repo = tmp_path / "cext"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    commits = {
+        "A": _commit(repo, {"setup.py": SETUP, "cext/_fast.c": FAST_C.format(expr="2 * v"),
+                            "cext/__init__.py": INIT.format(suffix=" + '!'"), "cext/old_notes.txt": "old\n",
+                            "tests/test_cext.py": TESTS.replace("test_label", "test_twice_again")}, "A"),
+    }
+    (repo / "cext" / "old_notes.txt").unlink()
+    commits["B"] = _commit(repo, {"cext/__init__.py": INIT.format(suffix=" + '!!'")}, "B")
+    commits["C"] = _commit(repo, {"setup.py": SETUP + "# packaging changed\n"}, "C")
+    records = []
+    for name, base in commits.items():
+        fixed = INIT.format(suffix="")
+        records.append({"instance_id": f"example__cext-{name}", "repo": "example/cext", "base_commit": base,
+                        "version": "1.0", "patch": _diff(repo, base, "cext/__init__.py", fixed),
+                        "test_patch": _diff(repo, base, "tests/test_cext.py", TESTS),
+                        "FAIL_TO_PASS": ["tests/test_cext.py::test_label"],
+                        "PASS_TO_PASS": ["tests/test_cext.py::test_twice"]})
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    # a salt of this test's own: images are built here, not found from an earlier session
+    (specs / "example__cext.yaml").write_text(SPEC.format(salt=tmp_path.name))
+    return repo, records, specs
+
+
+def _diff(repo: Path, base: str, path: str, new_text: str) -> str:
+    _git(repo, "checkout", "-q", base)
+    (repo / path).parent.mkdir(parents=True, exist_ok=True)
+    (repo / path).write_text(new_text)
+    diff = _git(repo, "diff", "--", path) or _git(repo, "diff", "--no-index", "--", "/dev/null", path)
+    _git(repo, "checkout", "-q", "--", ".")
+    _git(repo, "clean", "-qfd")
+    _git(repo, "checkout", "-q", "main")
+    return diff
+
+
+def _run(harness_run, tmp_path, repo, records, specs, run_id, ids, predictions="gold"):
+    instances = tmp_path / f"{run_id}.jsonl"
+    instances.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return harness_run("--instances", str(instances), "--specs", str(specs), "--repo", f"example/cext={repo}",
+                       "--no-clone", "--predictions", predictions, "--instance-ids", *ids, run_id=run_id)
+
+
+def test_a_further_instance_is_a_small_layer_unless_a_build_input_changed(tmp_path, harness_run, engine, cext):
+    repo, records, specs = cext
+    run = _run(harness_run, tmp_path, repo, records, specs, "further", ["example__cext-A"])
+    first = run.report("example__cext-A")
+    assert first["status"] == "FULL", first["error_detail"]
+    run = _run(harness_run, tmp_path, repo, records, specs, "further", ["example__cext-B"])
+    second = run.report("example__cext-B")
+    assert second["status"] == "FULL", second["error_detail"]
+    image = engine.images.get(second["image"]["tag"])
+    assert image.labels.get("org.harness.reused-from") == first["image"]["tag"]
+    # the new layer holds what differs, nothing of the earlier instance's commit
+    check = ("cd /opt/harness/testbed && test ! -e cext/old_notes.txt && grep -q \"'!!'\" cext/__init__.py "
+             "&& ls cext/_fast*.so && test -d build && git rev-list --all --count "
+             "&& test $(git count-objects -v | awk '/^count:/ {print $2}') -eq $(git rev-list --objects --all | wc -l)")
+    out = engine.containers.run(image.id, ["bash", "-c", check], network_mode="none", remove=True,
+                                user="1000:1000").decode()
+    assert out.strip().endswith("1"), out
+    history = engine.api.history(image.id)
+    own_layers = history[: [h["Id"] for h in history].index(engine.images.get(first["image"]["tag"]).id)]
+    assert 0 < sum(layer["Size"] for layer in own_layers) < 200_000, own_layers
+    # a changed build input (setup.py): a full build again
+    run = _run(harness_run, tmp_path, repo, records, specs, "further", ["example__cext-C"])
+    third = run.report("example__cext-C")
+    assert third["status"] == "FULL", third["error_detail"]
+    assert "org.harness.reused-from" not in engine.images.get(third["image"]["tag"]).labels
+    # over three sittings, summary.json describes all three instances; this_invocation only C
+    summary = run.summary
+    assert summary["resolved_ids"] == ["example__cext-A", "example__cext-B", "example__cext-C"]
+    assert summary["this_invocation"]["submitted_ids"] == ["example__cext-C"]
+
+
+def test_identical_content_shares_one_image_whatever_the_instance_id(tmp_path, harness_run, cext):
+    repo, records, specs = cext
+    copy = dict(records[0], instance_id="example__cext-A-again")
+    run = _run(harness_run, tmp_path, repo, [records[0], copy], specs, "shared",
+               ["example__cext-A", "example__cext-A-again"])
+    assert run.report("example__cext-A")["image"]["tag"] == run.report("example__cext-A-again")["image"]["tag"]
+
+
+def test_a_patch_to_a_compiled_source_is_rebuilt_and_a_broken_one_is_graded(tmp_path, harness_run, cext):
+    repo, records, specs = cext
+    base = records[0]["base_commit"]
+    good = _diff(repo, base, "cext/_fast.c", FAST_C.format(expr="2 * v + 0")) + records[0]["patch"]
+    broken = _diff(repo, base, "cext/_fast.c", FAST_C.format(expr="2 * v +")) + records[0]["patch"]
+    preds = tmp_path / "preds.jsonl"
+    preds.write_text("".join(json.dumps({"instance_id": iid, "model_name_or_path": "m", "model_patch": patch}) + "\n"
+                             for iid, patch in (("example__cext-A", good),)))
+    run = _run(harness_run, tmp_path, repo, records, specs, "rebuild-good", ["example__cext-A"], str(preds))
+    report = run.report("example__cext-A")
+    assert report["status"] == "FULL", report["error_detail"]
+    rebuild = [c for c in report["commands"] if c["phase"] == "reinstall"]
+    assert rebuild and rebuild[0]["exit_code"] == 0
+    # incremental: only the patched source is compiled again
+    assert rebuild[0]["output_tail"].count("gcc") <= 2 and "_fast.c" in rebuild[0]["output_tail"]
+    preds.write_text(json.dumps({"instance_id": "example__cext-A", "model_name_or_path": "m",
+                                 "model_patch": broken}) + "\n")
+    run = _run(harness_run, tmp_path, repo, records, specs, "rebuild-broken", ["example__cext-A"], str(preds))
+    report = run.report("example__cext-A")
+    assert (report["status"], report["error_reason"], report["error_origin"]) == ("INVALID", "rebuild_failed", "model")
+    assert "_fast.c" in report["error_detail"]
+
+
+PURE_SPEC = """\
+repo: example/pure
+defaults:
+  python: "3.11"
+  requirements: ["pytest==8.3.4"]
+  build_requires: []
+  # what an install writes into the tree (setuptools-scm's _version.py, egg-info) must be
+  # in the image: this one writes a module the tests import, and a nested directory
+  pre_install: ["mkdir -p pure/gen/deep && printf 'VERSION = 3\\\\n' > pure/_version.py && touch pure/gen/deep/mark"]
+  install: "python -m pip install --no-build-isolation --no-deps -e ."
+  test_cmd: "python -m pytest -rA -p no:cacheprovider"
+  parser: pytest
+  env: {{HARNESS_TEST_SALT: "{salt}"}}
+versions:
+  "1.0": {{}}
+"""
+
+
+def test_what_the_install_writes_into_the_tree_is_in_the_image(tmp_path, harness_run, engine):
+    """The no-compiler path (one docker build): files the install wrote in /testbed are
+    copied back into the pristine tree, with the test user owning them."""
+    repo = tmp_path / "pure"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    setup = "from setuptools import setup\nsetup(name='pure', version='1.0', packages=['pure'])\n"
+    base = _commit(repo, {"setup.py": setup, "pure/__init__.py": "def version():\n    return 0\n",
+                          "tests/test_pure.py": "def test_placeholder():\n    pass\n"}, "A")
+    fixed = "from pure._version import VERSION\n\n\ndef version():\n    return VERSION\n"
+    test = "from pure import version\n\n\ndef test_version():\n    assert version() == 3\n"
+    record = {"instance_id": "example__pure-1", "repo": "example/pure", "base_commit": base, "version": "1.0",
+              "patch": _diff(repo, base, "pure/__init__.py", fixed),
+              "test_patch": _diff(repo, base, "tests/test_pure.py", test),
+              "FAIL_TO_PASS": ["tests/test_pure.py::test_version"], "PASS_TO_PASS": []}
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "example__pure.yaml").write_text(PURE_SPEC.format(salt=tmp_path.name))
+    instances = tmp_path / "pure.jsonl"
+    instances.write_text(json.dumps(record) + "\n")
+    run = harness_run("--instances", str(instances), "--specs", str(specs), "--repo", f"example/pure={repo}",
+                      "--no-clone", "--predictions", "gold", run_id="pure")
+    report = run.report("example__pure-1")
+    assert report["status"] == "FULL", report["error_detail"]
+    listing = engine.containers.run(report["image"]["tag"], ["stat", "-c", "%U %n", "/opt/harness/testbed/pure/_version.py",
+                                                             "/opt/harness/testbed/pure/gen/deep/mark",
+                                                             "/opt/harness/testbed/pure.egg-info/PKG-INFO"],
+                                    remove=True, network_mode="none").decode()
+    assert [line.split()[0] for line in listing.splitlines()] == ["harness"] * 3, listing
