@@ -171,10 +171,13 @@ def count_reports(run_dir: Path) -> int:
 
 def run_cli(args: list[str], *, sample_every: float = 0.0, count_dir: Path | None = None,
             log_dir: Path | None = None, timeout: float | None = None,
-            on_sample: Callable[[Sample], None] | None = None) -> CliRun:
+            on_sample: Callable[[Sample], None] | None = None, checkout: Path | None = None) -> CliRun:
     """Run ``harness run ARGS --quiet`` in a subprocess; optionally sample its memory
-    (and the number of finished instances under ``count_dir``) every ``sample_every`` s."""
+    (and the number of finished instances under ``count_dir``) every ``sample_every`` s.
+    ``checkout``: run another checkout's harness (its directory first on PYTHONPATH, its own
+    specs and demo set through HARNESS_DATA_DIR: this checkout's specs may use newer fields)."""
     argv = [sys.executable, "-m", "harness.cli", "run", *args, "--quiet"]
+    env = dict(os.environ, PYTHONPATH=str(checkout), HARNESS_DATA_DIR=str(checkout)) if checkout else None
     tmp = Path(tempfile.mkdtemp(prefix="bench-cli-", dir=log_dir))
     out_path, err_path = tmp / "stdout.txt", tmp / "stderr.txt"
     samples: list[Sample] = []
@@ -182,7 +185,7 @@ def run_cli(args: list[str], *, sample_every: float = 0.0, count_dir: Path | Non
         started, started_at = time.monotonic(), time.time()
         busy0, total0 = cpu_times()
         daemons0 = daemon_cpu_seconds()
-        proc = subprocess.Popen(argv, stdout=out, stderr=err, cwd=PROJECT_ROOT)
+        proc = subprocess.Popen(argv, stdout=out, stderr=err, cwd=checkout or PROJECT_ROOT, env=env)
         stop = threading.Event()
 
         def sampler() -> None:

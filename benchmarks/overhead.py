@@ -5,13 +5,15 @@ For each instance (warm images), interleaved and repeated:
 * **harness**: ``harness run --instance-ids ID --force`` in a subprocess; the per-instance
   wall time is report.json ``timings.wall`` (image lookup + evaluation, excluding process
   start-up), the process wall time is reported beside it;
-* **bare**: the *same* test command the harness runs (``build_test_command`` wrapped in
-  ``timeout`` and ``env -i``; same user and workdir), executed with the Docker SDK
-  (``exec_run``) in an already-started container of the same instance image with the
-  harness's limits. The container is brought to the test-ready state by the harness itself:
-  ``BatchRunner.evaluate`` runs once in-process with its backend wrapped so that the sandbox
-  is kept open (tree copied to /testbed, model patch, restores, test patch, canaries,
-  services); only the ``docker exec`` of the test command is timed.
+* **bare**: the test command the runner would run without the harness around it
+  (``build_test_command`` without the outcome plugin, ``env -i`` with the spec's environment
+  and no bootstrap, so no audit hook; same user and workdir; ``Evaluator.bare_call``),
+  executed with the Docker SDK (``exec_run``) in an already-started container of the same
+  instance image with the harness's limits. The container is brought to the test-ready state
+  by the harness itself: ``BatchRunner.evaluate`` runs once in-process with its backend
+  wrapped so that the sandbox is kept open (tree copied, model patch, restores, test files,
+  canaries, seal, services); only the ``docker exec`` of the bare command is timed. The
+  harness's own cost therefore includes the tree diff, the seal, the monitor and the canaries.
 
 Order alternates every round (harness first, then bare first), and instances are visited
 forwards then backwards, so drift in machine load hits both sides alike.
@@ -37,7 +39,9 @@ import _common as C  # noqa: E402
 #: report.json timings keys that are aggregates, not phases ("prepare_images" is the runner's
 #: image preparation, outside the evaluation).
 AGGREGATES = ("total", "wall", "prepare_images")
-SHOWN = ["start", "apply_patch", "restore_tests", "apply_test_patch", "tests", "copy_out", "grade", "cleanup"]
+SHOWN = ["start", "setup", "plan", "tests", "copy_out", "grade", "cleanup"]
+#: the commands that are docker exec round trips (the others run inside one of them)
+EXEC_PHASES = ("prepare", "launch")
 
 
 def phase_sum(timings: dict) -> float:
@@ -58,30 +62,39 @@ def parse_args(argv=None):
     p.add_argument("--cache-dir", type=Path, default=C.DEFAULT_CACHE)
     p.add_argument("--runs-dir", type=Path, help="where run directories go (default: a temp dir, removed)")
     p.add_argument("--out", type=Path, help="raw JSON (default benchmarks/results/overhead.json)")
+    p.add_argument("--before", type=Path, metavar="CHECKOUT",
+                   help="also time another checkout's harness (e.g. main before a change), interleaved")
     return p.parse_args(argv)
 
 
 # ----------------------------------------------------------------------------- the bare side
 
 class _KeepOpen:
-    """A Sandbox proxy: records the test command (its argv, user, workdir, env) and does not
-    remove the container at the end, so the container stays in exactly the state the harness
-    ran the tests in (tree, patches, restored files, canaries, services, output dir)."""
+    """A Sandbox proxy that does not remove the container at the end, so the container stays
+    in exactly the state the harness ran the tests in (tree, patches, sealed test files,
+    canaries, services, output dir)."""
 
     def __init__(self, sandbox) -> None:
         self._sandbox = sandbox
-        self.test_call: tuple[list[str], dict] | None = None
 
     def __getattr__(self, name):
         return getattr(self._sandbox, name)
 
-    def exec(self, argv, **kwargs):
-        if "/usr/bin/timeout" in argv and self.test_call is None:
-            self.test_call = (list(argv), dict(kwargs))
-        return self._sandbox.exec(argv, **kwargs)
-
     def close(self) -> None:  # the benchmark removes it
         pass
+
+
+def _recording_evaluators(runner_module):
+    """Make harness.runner create Evaluators that remember themselves (the bare call)."""
+    made = []
+    base = runner_module.Evaluator
+
+    class Recording(base):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+    runner_module.Evaluator = Recording
+    return made, lambda: setattr(runner_module, "Evaluator", base)
 
 
 class _KeepingBackend:
@@ -108,31 +121,37 @@ class BareContainer:
     a ``docker exec`` of the recorded test command (same argv, user, workdir) in it."""
 
     def __init__(self, runner, task) -> None:
+        import harness.runner as runner_module
         backend = _KeepingBackend(runner.backend)
         runner.backend = backend
+        made, restore = _recording_evaluators(runner_module)
         try:
             result = runner.evaluate(task)
         finally:
             runner.backend = backend.real
+            restore()
         self.status = result.status.value
         for extra in backend.kept[:-1]:  # retried attempts
             extra._sandbox.close()
         self.proxy = backend.kept[-1] if backend.kept else None
-        if self.proxy is None or self.proxy.test_call is None:
+        call = made[-1].bare_call if made else None
+        if self.proxy is None or call is None:
             self.close()
             raise RuntimeError(f"{task.instance.instance_id}: the harness ran no tests ({self.status}, "
                                f"{result.error_reason})")
-        # the same command's first run, in the freshly started container (as in every harness run)
+        # the tests' first run, in the freshly started container (as in every harness run)
         self.first_run = next((c.duration for c in result.commands if c.phase == "tests"), None)
-        self.argv, kwargs = self.proxy.test_call
-        self.user = kwargs.get("user") or getattr(self.proxy._sandbox, "default_user", "") or ""
-        self.workdir = kwargs.get("workdir", "/testbed")
-        self.env = kwargs.get("env")
+        self.argv, self.user, self.workdir, self.env = call["argv"], call["user"], call["workdir"], None
+        monitored = getattr(made[-1], "monitored_call", None)
+        self.monitored_argv = monitored["argv"] if monitored else None
         self.container = self.proxy._sandbox.container
 
-    def run(self) -> tuple[float, int, str]:
+    def run(self, monitored: bool = False) -> tuple[float, int, str]:
+        """Time the bare command (or, ``monitored``, the same with the harness's bootstrap,
+        audit hook and outcome plugin, as the launcher runs it)."""
+        argv = self.monitored_argv if monitored else self.argv
         started = time.monotonic()
-        res = self.container.exec_run(self.argv, user=self.user, workdir=self.workdir, environment=self.env)
+        res = self.container.exec_run(argv, user=self.user, workdir=self.workdir, environment=self.env)
         elapsed = time.monotonic() - started
         return elapsed, res.exit_code, res.output.decode(errors="replace")
 
@@ -151,23 +170,30 @@ def summary_line(output: str) -> str:
 # ----------------------------------------------------------------------------- decomposition
 
 def decompose(report: dict) -> dict[str, float]:
-    """Split one report's wall time into where it went (seconds)."""
+    """Split one report's wall time into where it went (seconds). Works on reports of the
+    harness before issue 11 (every command a docker exec) and after it (two execs:
+    ``prepare`` and ``launch``; the other commands ran inside them)."""
     t = report["timings"]
     cmds = report["commands"]
     tests_cmd = sum(c["duration"] for c in cmds if c["phase"] == "tests")
-    other_exec = sum(c["duration"] for c in cmds if c["phase"] != "tests")
+    if any(c["phase"] == "launch" for c in cmds):  # the old harness had a "prepare" command (its mkdir) too
+        execs = [c for c in cmds if c["phase"] in EXEC_PHASES]
+        exec_time = sum(c["duration"] for c in execs)
+    else:
+        execs = cmds
+        exec_time = sum(c["duration"] for c in cmds)
     total, wall = t.get("total", 0.0), t.get("wall", 0.0)
     recorded = phase_sum(t)
     return {
         "wall": wall,
-        "tests_cmd": tests_cmd,                                 # the test exec as the harness saw it
+        "tests_cmd": tests_cmd,                                  # the test command's own duration
         "container_lifecycle": t.get("start", 0.0) + t.get("cleanup", 0.0),
-        "setup_execs": other_exec,                               # reset, mkdir, history, git apply x2-3, rm
-        "archive_and_host": total - tests_cmd - other_exec - t.get("start", 0.0) - t.get("cleanup", 0.0),
+        "setup_execs": exec_time - tests_cmd,                     # every exec round trip, the tests' own time out
+        "archive_and_host": total - exec_time - t.get("start", 0.0) - t.get("cleanup", 0.0),
         "image_lookup": wall - total,                            # runner: spec, repo, export, image lookup
         "unrecorded_in_timings": total - recorded,               # evaluator phases missing from timings
         "other_phases": sum(v for k, v in t.items() if k not in AGGREGATES and k not in SHOWN),
-        "execs": len(cmds),
+        "execs": len(execs),
     }
 
 
@@ -228,17 +254,32 @@ def main(argv=None) -> int:
                 print(f"skipping {exc}", file=sys.stderr)
         ids = [i for i in ids if i in bare]
 
-        samples: dict[str, dict[str, list]] = {i: {"harness": [], "bare": []} for i in ids}
+        samples: dict[str, dict[str, list]] = {i: {"harness": [], "bare": [], "monitored": [], "before": []}
+                                               for i in ids}
         for rnd in range(args.rounds):
             order = ids if rnd % 2 == 0 else list(reversed(ids))
             for iid in order:
-                sides = ["harness", "bare"] if rnd % 2 == 0 else ["bare", "harness"]
+                sides = ["harness", "before", "bare", "monitored"]
+                sides = sides if rnd % 2 == 0 else list(reversed(sides))
                 for side in sides:
-                    if side == "bare":
-                        seconds, code, output = bare[iid].run()
-                        samples[iid]["bare"].append({"seconds": seconds, "exit_code": code,
-                                                     "loadavg_1m": C.os.getloadavg()[0],
-                                                     "summary": summary_line(output)})
+                    if side == "before":
+                        if args.before is None:
+                            continue
+                        run = C.run_cli(C.harness_args(instances=instances_path, predictions=args.predictions,
+                                                       run_id=f"before-{rnd}", output_dir=runs_dir,
+                                                       extra=["--force", "--instance-ids", iid], **common),
+                                        checkout=args.before.resolve())
+                        rep = C.read_reports(runs_dir / f"before-{rnd}")[iid]
+                        samples[iid]["before"].append({"cli_seconds": run.elapsed, "status": rep["status"],
+                                                       "timings": rep["timings"], "decomposition": decompose(rep)})
+                        continue
+                    if side in ("bare", "monitored"):
+                        if side == "monitored" and bare[iid].monitored_argv is None:
+                            continue
+                        seconds, code, output = bare[iid].run(monitored=side == "monitored")
+                        samples[iid][side].append({"seconds": seconds, "exit_code": code,
+                                                   "loadavg_1m": C.os.getloadavg()[0],
+                                                   "summary": summary_line(output)})
                     else:
                         run = C.run_cli(C.harness_args(instances=instances_path, predictions=args.predictions,
                                                        run_id=f"round-{rnd}", output_dir=runs_dir,
@@ -270,8 +311,19 @@ def main(argv=None) -> int:
         ratios = [hw / bw for hw, bw in zip(walls, bares)]
         same_tests = all(s["summary"] == b[0]["summary"] for s in h) and all(s["summary"] == b[0]["summary"] for s in b)
         med_wall, med_bare = C.median(walls), C.median(bares)
+        monitored = [s["seconds"] for s in samples[iid]["monitored"]]
+        monitor_cost = C.median(m - b for m, b in zip(monitored, bares)) if monitored else None
+        before = samples[iid]["before"]
+        before_overhead = C.median(s["timings"]["wall"] - bw for s, bw in zip(before, bares)) if before else None
         agg = {
             "median_harness_wall": med_wall, "median_bare": med_bare, "ratio_of_medians": med_wall / med_bare,
+            "median_monitored": C.median(monitored) if monitored else None,
+            "before_median_wall": C.median(s["timings"]["wall"] for s in before) if before else None,
+            "before_median_paired_overhead": before_overhead,
+            "before_decomposition": ({k: C.median(s["decomposition"][k] for s in before)
+                                      for k in before[0]["decomposition"]} if before else None),
+            "before_statuses": sorted({s["status"] for s in before}),
+            "median_paired_monitor_cost": monitor_cost,
             "median_paired_ratio": C.median(ratios), "median_paired_overhead": C.median(paired),
             "median_cli_seconds": C.median(s["cli_seconds"] for s in h),
             "median_cli_cpu_seconds": C.median(s["cli_cpu_seconds"] for s in h),
@@ -288,7 +340,8 @@ def main(argv=None) -> int:
         }
         per_instance[iid] = agg
         rows.append([iid, C.fmt(med_bare), C.fmt(med_wall), C.fmt(agg["ratio_of_medians"]),
-                     C.fmt(agg["median_paired_overhead"]), C.fmt(agg["median_cli_seconds"]),
+                     C.fmt(agg["median_paired_overhead"]),
+                     "-" if monitor_cost is None else C.fmt(monitor_cost, 3), C.fmt(agg["median_cli_seconds"]),
                      C.fmt(agg["median_cli_cpu_seconds"]), f"{agg['median_system_busy'] * 100:.0f}",
                      "/".join(agg["statuses"]), "yes" if same_tests else "NO"])
         ph = agg["phases"]
@@ -298,35 +351,59 @@ def main(argv=None) -> int:
                            C.fmt(ph["wall"] - ph["total"], 3), C.fmt(ph["wall"], 3)])
         d = agg["decomposition"]
         decomp_rows.append([iid, C.fmt(agg["median_paired_overhead"], 3), C.fmt(d["container_lifecycle"], 3),
-                            f"{C.fmt(d['setup_execs'], 3)} ({int(d['execs']) - 1} execs)",
+                            f"{C.fmt(d['setup_execs'], 3)} ({int(d['execs'])} execs)",
                             C.fmt(d["archive_and_host"], 3), C.fmt(d["image_lookup"], 3),
                             C.fmt(d["tests_cmd"] - agg["median_bare"], 3),
                             C.fmt((bare[iid].first_run or float("nan")) - agg["median_bare"], 3)])
 
     md = [C.header(f"Overhead against the bare test command ({args.rounds} rounds, interleaved)", machine),
           C.markdown_table(["instance", "bare test cmd (s)", "harness wall (s)", "ratio", "overhead (s)",
-                            "CLI process, 1 instance (s)", "CLI CPU (s)", "machine busy (%)", "status",
+                            "of which monitor+plugin (s)", "CLI process, 1 instance (s)", "CLI CPU (s)", "machine busy (%)", "status",
                             "same tests"], rows),
           "\nMedians over rounds. *harness wall* = report.json `timings.wall`; *overhead* = median of the "
-          "per-round differences; *CLI process* = wall time of the whole `harness run --instance-ids ID` "
+          "per-round differences; *monitor+plugin* = median of the per-round differences between the test "
+          "command run with the harness's bootstrap (audit hook, outcome plugin, evidence fd) and bare, in the "
+          "same kept container; *CLI process* = wall time of the whole `harness run --instance-ids ID` "
           "process (interpreter start-up, imports, summary included); *CLI CPU* = that process's user+system "
           "CPU time (host side); *machine busy* = all CPUs busy during the harness runs, all processes "
           "(other sessions share the machine); *same tests* = pytest's summary line identical on both sides.\n",
           "### Harness phases (median s, report.json `timings`)\n",
-          C.markdown_table(["instance", "start", "apply_patch", "restore_tests", "apply_test_patch", "tests",
-                            "copy_out", "grade", "cleanup", "other phases³", "not in timings¹", "image lookup²",
-                            "wall"],
+          C.markdown_table(["instance", *SHOWN, "other phases³", "not in timings¹", "image lookup²", "wall"],
                            phase_rows),
-          "\n¹ `timings.total` minus the recorded evaluator phases: uploading the patches, resetting "
-          "/testbed, `mkdir`, the history check (the evaluator's own `prepare` phase is overwritten by the "
-          "runner's key of the same name). ² `wall − total`: the runner's preparation (spec, repository, "
-          "export, image look-ups). ³ every other recorded phase (validate, services, reinstall, ...).\n",
+          "\n*setup* = inputs in + the set-up exec (reset, history check, apply, tree diff); *plan* = host "
+          "decisions (tree truth, restore/seal plan, scans); *tests* = the plan in + the test exec (delete, "
+          "restore, seal, re-install, services, the tests, hashes). ¹ `timings.total` minus the recorded "
+          "evaluator phases. ² `wall − total`: the runner's preparation (spec, repository, export, image "
+          "look-ups). ³ every other recorded phase (validate, ...).\n",
           "### Where the overhead goes (median s)\n",
-          C.markdown_table(["instance", "overhead", "container create+start+remove", "setup docker execs",
+          C.markdown_table(["instance", "overhead", "container create+start+remove", "docker execs (tests excluded)",
                             "archive API + host work", "image lookup", "tests exec − bare",
                             "first run in a fresh container − bare⁴"], decomp_rows),
           "\n⁴ the test command's first run in the bare container (the harness's own run that set it up) "
           "minus the median of the later runs there: what running in a *fresh* container costs by itself.\n"]
+    if args.before is not None:
+        before_rows = []
+        for iid in ids:
+            a = per_instance[iid]
+            b = a["before_decomposition"] or {}
+            d = a["decomposition"]
+            before_rows.append([iid, C.fmt(a["median_bare"]),
+                                C.fmt(a["before_median_wall"]) if a["before_median_wall"] is not None else "-",
+                                C.fmt(a["before_median_paired_overhead"], 3)
+                                if a["before_median_paired_overhead"] is not None else "-",
+                                str(int(b.get("execs", 0))), C.fmt(a["median_harness_wall"]),
+                                C.fmt(a["median_paired_overhead"], 3), str(int(d["execs"])),
+                                "-" if a["median_paired_monitor_cost"] is None
+                                else C.fmt(a["median_paired_monitor_cost"], 3),
+                                "/".join(a["before_statuses"]) + " → " + "/".join(a["statuses"])])
+        md += [f"### Before ({args.before}) and after, interleaved in the same rounds\n",
+               C.markdown_table(["instance", "bare (s)", "before: wall (s)", "before: overhead (s)",
+                                 "before: docker execs", "after: wall (s)", "after: overhead (s)",
+                                 "after: docker execs", "after: of which monitor+plugin (s)", "status"],
+                                before_rows),
+               "\n*overhead* = median over rounds of (wall − bare) paired by round; *docker execs* = exec "
+               "round trips per instance (after: the set-up step and the test step; the others run inside "
+               "them).\n"]
     cpu = [per_instance[i] for i in ids]
     md.append("\nCPU of one `harness run --instance-ids ID` invocation (medians over all instances and rounds): "
               f"harness process {C.fmt(C.median(a['median_cli_cpu_seconds'] for a in cpu))} s, dockerd + containerd "

@@ -38,7 +38,8 @@ from harness.runner import (Preparer, RunConfig, Task, TaskEvaluator, TaskOutcom
 
 #: Written beside report.json; an earlier attempt's copies are removed before a new result
 #: is written, so that nothing stale sits next to a fresh report.
-STALE_ARTEFACTS = ("test_output.txt", "results.xml", "build.log", "commands.json", "patch.diff", "instance.json")
+STALE_ARTEFACTS = ("test_output.txt", "results.xml", "evidence.json", "events.jsonl", "build.log", "commands.json",
+                   "patch.diff", "instance.json")
 OUTCOMES_FILE = ".outcomes.jsonl"
 
 
@@ -190,8 +191,11 @@ class BatchRunner:
         write_json_atomic(directory / "commands.json", [c.__dict__ for c in result.commands])
         if outcome.outputs is not None:
             write_text_atomic(directory / "test_output.txt", outcome.outputs.test_output)
-            if outcome.outputs.junit_xml is not None:
-                write_text_atomic(directory / "results.xml", outcome.outputs.junit_xml)
+            for name, data in (("results.xml", outcome.outputs.junit_xml),
+                               ("evidence.json", outcome.outputs.evidence),
+                               ("events.jsonl", outcome.outputs.events)):
+                if data is not None:
+                    write_text_atomic(directory / name, data)
         write_json_atomic(directory / "report.json", result.to_report())  # last: marks completion
 
     @contextlib.contextmanager

@@ -1,6 +1,7 @@
 """The ``harness`` command line.
 
     harness run        grade predictions (default: the embedded demo set and its predictions)
+    harness audit      run the adversarial corpus against your instances and specs
     harness doctor     say what is missing (engine, mmdebstrap, disk); --start-engine starts dockerd
     harness compare    vendor claims vs a run, or run A vs run B (see harness.compare)
     harness view       serve a run directory's HTML report on 127.0.0.1
@@ -87,6 +88,13 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--run-id", help="directory under --output-dir (default: validate-<instances file>)")
     validate.set_defaults(func=cmd_validate)
 
+    audit = sub.add_parser("audit", parents=[common],
+                           help="run the adversarial corpus against instances: attack -> verdict -> flag")
+    audit.add_argument("--instances", type=Path, help="instance set (default: the demo set)")
+    audit.add_argument("--run-id", help="directory under --output-dir (default: audit-<instances file>)")
+    audit.add_argument("--classes", nargs="+", metavar="CLASS",
+                       help="only these attack classes (1-9 of issue 11, or 'suite')")
+    audit.set_defaults(func=cmd_audit, timeout=None)
     report = sub.add_parser("report", help="re-grade a run from its saved outputs (no containers) and write "
                                            "its report.html")
     report.add_argument("run_dir", type=Path)
@@ -169,8 +177,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if args.repeat < 1:
         raise InputError("must be at least 1", field="--repeat")
     from harness import demo
+    from harness.paths import safe_run_id
     instances_path = (args.instances or demo.DEMO_DIR / "instances.jsonl").expanduser().resolve()
-    root = args.output_dir.expanduser().resolve() / (args.run_id or f"validate-{_slug(instances_path.stem)}")
+    root = args.output_dir.expanduser().resolve() / safe_run_id(args.run_id or f"validate-{_slug(instances_path.stem)}")
     gold_runs = []
     for n in range(1, args.repeat + 1):
         _, results, _ = execute_run(args, instances_path, "gold", f"gold-{n}", root, show=False,
@@ -190,6 +199,52 @@ def cmd_validate(args: argparse.Namespace) -> int:
     print(render_markdown(report))
     print(f"validity report: {root / 'validity.json'}")
     return 0
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    """Generate the corpus for the chosen instances, run it as one batch, print the table."""
+    from harness import demo
+    from harness.instances import load_instances
+    from harness.integrity import audit
+    from harness.paths import cache_root, safe_run_id
+    from harness.repos import GitDir, RepoResolver, read_blob
+    instances_path = (args.instances or demo.DEMO_DIR / "instances.jsonl").expanduser().resolve()
+    loaded = load_instances(instances_path, args.instance_ids)
+    chosen = audit.choose(loaded.instances, args.instance_ids)
+    if not chosen:
+        raise InputError("no instance to audit", source=str(instances_path))
+    cache_dir = args.cache_dir.expanduser().resolve() if args.cache_dir else cache_root()
+    overrides = dict(args.repo)
+    if args.repos_dir is None and any(i.repo.startswith(demo.DEMO_OWNER + "/") for i in chosen):
+        overrides = {**demo.build_demo_repos(demo.DEMO_DIR, cache_dir / "demo-repos"), **overrides}
+    resolver = RepoResolver(cache_dir, args.repos_dir, overrides, allow_clone=not args.no_clone)
+
+    def reader_for(inst):
+        repo = GitDir(resolver.path_for(inst.repo))
+        commit = repo.resolve_commit(inst.base_commit, inst.instance_id)
+
+        def read(path: str):
+            data = read_blob(repo, commit, path)
+            return None if data is None else data.decode("utf-8", "replace")
+        read.paths = [e.path for e in repo.ls_tree(commit) if e.type == "blob"]
+        return read
+
+    attacks = audit.build(chosen, reader_for, set(args.classes) if args.classes else None)
+    output_dir = args.output_dir.expanduser().resolve()
+    run_id = safe_run_id(args.run_id or f"audit-{_slug(instances_path.stem)}")
+    root = output_dir / run_id
+    root.mkdir(parents=True, exist_ok=True)
+    index = audit.write_predictions(root / "audit-predictions.jsonl", attacks)
+    args.instance_ids = [i.instance_id for i in chosen]
+    if args.timeout is None:
+        args.timeout = 60
+    _, _, paths = execute_run(args, instances_path, str(root / "audit-predictions.jsonl"), run_id, output_dir,
+                              show=False)
+    summary = audit.summarise(paths.root, index)
+    audit.write(paths.root, summary)
+    print(audit.render(summary))
+    print(f"audit: {summary['attacks']} attacks, {summary['resolved']} resolved; {paths.root / 'audit.md'}")
+    return 1 if summary["resolved"] else 0
 
 
 def execute_run(args: argparse.Namespace, instances_path: Path, predictions_arg: str, run_id: str | None,
@@ -340,7 +395,7 @@ def _write_pages(run_dir: Path) -> None:
 
 def _slug(text: str) -> str:
     import re
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:60] or "run"
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-.")[:60] or "run"
 
 
 class _Progress:

@@ -24,10 +24,10 @@ import yaml
 
 from harness.errors import InputError
 from harness.grading.grade import TestLists
+from harness.paths import id_problem
 
 _REPO_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 _SHA_RE = re.compile(r"^[0-9a-f]{7,40}$")
-_ID_RE = re.compile(r"^[A-Za-z0-9_.+-]+$")
 REQUIRED = ("instance_id", "repo", "base_commit", "patch", "test_patch", "FAIL_TO_PASS", "PASS_TO_PASS")
 
 
@@ -83,6 +83,10 @@ def read_records(path: Path) -> list[Any]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror}", source=str(path)) from None
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[:exc.start].count(b"\n") + 1
+        raise InputError(f"not UTF-8 text: byte 0x{exc.object[exc.start]:02x} at offset {exc.start} (line {line})",
+                         source=str(path)) from None
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
         records = []
@@ -119,7 +123,7 @@ def parse_instance(raw: Any, source: str = "", position: int | None = None) -> I
         raise InputError(f"record is a {type(raw).__name__}, not an object", record=fallback,
                          source=source)
     rid = raw.get("instance_id")
-    name = str(rid) if isinstance(rid, str) and rid else fallback
+    name = str(rid)[:80] if isinstance(rid, str) and rid else fallback
 
     def fail(fieldname: str, message: str) -> InputError:
         return InputError(message, record=name, field=fieldname, source=source)
@@ -130,8 +134,9 @@ def parse_instance(raw: Any, source: str = "", position: int | None = None) -> I
     for key in ("instance_id", "repo", "base_commit", "patch", "test_patch"):
         if not isinstance(raw[key], str):
             raise fail(key, f"must be a string, got {type(raw[key]).__name__}")
-    if not _ID_RE.fullmatch(rid):
-        raise fail("instance_id", "may contain only letters, digits and . _ + -")
+    problem = id_problem(rid)
+    if problem:
+        raise fail("instance_id", problem)
     if not _REPO_RE.fullmatch(raw["repo"]):
         raise fail("repo", f"must look like OWNER/NAME, got {raw['repo']!r}")
     if not _SHA_RE.fullmatch(raw["base_commit"]):

@@ -2,8 +2,11 @@
 creates or deletes, and whether a model patch is acceptable at all.
 
 A model patch is hostile until graded. :func:`check_model_patch` rejects, before
-anything runs: oversize patches, binary hunks, paths that are absolute, contain ``..``,
-or point into ``.git/``, and symlink modes (a symlink could point outside the repository).
+anything runs: oversize patches, text that is not valid UTF-8 (lone surrogates from a
+JSON file), binary hunks, paths that are absolute, contain ``..``, point into ``.git/``
+or are absurdly long, more files than any fix touches, and symlink modes (a symlink
+could point outside the repository). Parsing is only a first filter: what the patch
+did is read from the patched tree afterwards (:mod:`harness.integrity.tree`).
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ from harness.errors import PatchRejected
 
 #: Largest model patch accepted (bytes of UTF-8).
 MAX_PATCH_BYTES = 5 * 1024 * 1024
+#: Most files one model patch may touch, and the longest path it may name (bytes).
+MAX_PATCH_FILES = 2000
+MAX_PATH_BYTES = 1024
 
 _GIT_HEADER = re.compile(r"^diff --git (?:a/)?(\S+) (?:b/)?(\S+)\r?$", re.M)
 _SYMLINK_MODE = re.compile(
@@ -97,7 +103,11 @@ def unsafe_path_reason(path: str) -> str | None:
 
 def check_model_patch(patch: str) -> PatchFiles:
     """Validate a model patch; return the files it touches or raise PatchRejected."""
-    size = len(patch.encode("utf-8", "surrogateescape"))
+    try:
+        size = len(patch.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise PatchRejected(f"the patch is not valid text: {exc.reason} at character {exc.start} "
+                            f"({patch[exc.start]!r})") from None
     if size > MAX_PATCH_BYTES:
         raise PatchRejected(f"patch is {size} bytes, over the {MAX_PATCH_BYTES}-byte limit")
     if _BINARY.search(patch):
@@ -115,10 +125,15 @@ def check_model_patch(patch: str) -> PatchFiles:
                 named.add(_strip(name) or name)
     for a, b in _GIT_HEADER.findall(patch):
         named.update((a, b))
+    if len(named) > MAX_PATCH_FILES:
+        raise PatchRejected(f"the patch names {len(named)} files, over the limit of {MAX_PATCH_FILES}")
     for path in sorted(named):
         reason = unsafe_path_reason(path)
         if reason:
             raise PatchRejected(reason)
+        if len(path.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES:
+            raise PatchRejected(f"a path of {len(path)} characters is over the {MAX_PATH_BYTES}-byte limit: "
+                                f"{path[:80]!r}...")
     return files
 
 

@@ -30,8 +30,35 @@ never relative to this file or to the working directory.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from harness.errors import InputError
+
+#: Instance ids and run ids name directories: letters, digits and ``_ . + -``, starting
+#: with a letter or digit (so never ``.``, ``..``, hidden or option-like), at most 128.
+SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}")
+MAX_ID_LENGTH = 128
+
+
+def id_problem(value: object) -> str | None:
+    """Why ``value`` cannot name a directory, or None when it can."""
+    if not isinstance(value, str) or not value:
+        return "must be a non-empty string"
+    if len(value) > MAX_ID_LENGTH:
+        return f"is {len(value)} characters long, over the limit of {MAX_ID_LENGTH}"
+    if not SAFE_ID.fullmatch(value):
+        return ("may contain only letters, digits and . _ + - and must start with a letter or digit "
+                f"(got {value[:60]!r})")
+    return None
+
+
+def safe_run_id(value: str) -> str:
+    problem = id_problem(value)
+    if problem:
+        raise InputError(problem, field="--run-id")
+    return value
 
 
 def cache_root() -> Path:
@@ -45,9 +72,19 @@ class RunPaths:
 
     @classmethod
     def create(cls, output_dir: Path, run_id: str) -> "RunPaths":
-        root = Path(output_dir).expanduser().resolve() / run_id
+        base = Path(output_dir).expanduser().resolve()
+        root = base / safe_run_id(run_id)
+        if root.parent != base:
+            raise InputError(f"run directory {root} is not inside {base}", field="--run-id")
         root.mkdir(parents=True, exist_ok=True)
         return cls(root)
+
+    def inside(self, path: Path) -> Path:
+        """``path`` if it lies inside the run directory (symlinks resolved), else InputError."""
+        resolved = Path(path).resolve()
+        if resolved != self.root and self.root not in resolved.parents:
+            raise InputError(f"refusing to write {path}: outside the run directory {self.root}")
+        return Path(path)
 
     @property
     def summary(self) -> Path:
@@ -62,5 +99,8 @@ class RunPaths:
         return self.root / "harness.log"
 
     def instance_dir(self, instance_id: str, attempt: int | None = None) -> Path:
+        problem = id_problem(instance_id)
+        if problem:
+            raise InputError(problem, record=str(instance_id)[:60], field="instance_id")
         base = self.root / instance_id
-        return base if attempt is None else base / f"attempt-{attempt}"
+        return self.inside(base if attempt is None else base / f"attempt-{int(attempt)}")

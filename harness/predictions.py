@@ -16,6 +16,7 @@ from typing import Any, Iterable
 
 from harness.errors import InputError
 from harness.instances import Instance, read_records
+from harness.paths import id_problem
 
 GOLD = "gold"
 EMPTY = "empty"
@@ -41,8 +42,9 @@ class Prediction:
         return self.instance_id if self.attempt is None else f"{self.instance_id}/attempt-{self.attempt}"
 
     def checksum(self) -> str:
-        """sha256 of the patch text (empty string for no patch)."""
-        return hashlib.sha256((self.model_patch or "").encode()).hexdigest()
+        """sha256 of the patch text (empty string for no patch). Lone surrogates (a JSON
+        file may hold them) are hashed as themselves: the patch is then rejected, not the batch."""
+        return hashlib.sha256((self.model_patch or "").encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclass
@@ -99,6 +101,9 @@ def _parse(raw: Any, source: str, index: int) -> Prediction:
     rid = raw.get("instance_id")
     if not isinstance(rid, str) or not rid:
         raise InputError("missing or not a string", record=f"#{index}", field="instance_id", source=source)
+    problem = id_problem(rid)
+    if problem:
+        raise InputError(problem, record=rid[:80], field="instance_id", source=source)
     patch = raw.get("model_patch")
     if patch is not None and not isinstance(patch, str):
         raise InputError(f"must be a string or null, got {type(patch).__name__}", record=rid,

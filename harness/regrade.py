@@ -1,8 +1,9 @@
 """Re-grading a run from its saved outputs, without containers (``harness report RUN``).
 
 For every instance directory that reached the test run, the saved ``test_output.txt``,
-``results.xml``, ``instance.json`` and the report's recorded parser, exit code and canary
-are graded again with the current rules; instances that never reached the tests (patch
+``results.xml``, ``evidence.json``, ``events.jsonl``, ``instance.json`` and the report's
+recorded parser, exit code, canaries and the model's files (tree truth) are graded again
+with the current rules; instances that never reached the tests (patch
 did not apply, timeout, build failure) keep their verdict. ``report.json`` files and
 ``summary.json`` are rewritten atomically.
 """
@@ -13,8 +14,12 @@ import json
 from pathlib import Path
 
 from harness.errors import InputError
-from harness.evaluation import Canary, apply_judgement, judge_run, settle_origin, test_files_of
+from harness.evaluation import settle_origin, test_files_of
+from harness.grading.status import ErrorReason, InstanceStatus
 from harness.instances import parse_instance
+from harness.integrity.canaries import Canary
+from harness.integrity.evidence import parse_evidence
+from harness.integrity.judge import RunContext, apply_judgement, judge_run
 from harness.patches import patch_files
 from harness.report import InstanceResult, summarise, write_json_atomic
 
@@ -38,23 +43,37 @@ def regrade_run(run_dir: Path) -> dict:
         if _reached_tests(result) and (directory / "instance.json").exists():
             instance = parse_instance(json.loads((directory / "instance.json").read_text()),
                                       source=str(directory / "instance.json"))
-            canary_info = result.integrity_details.get("canaries") or {}
-            canary = (Canary(canary_info["path"], canary_info["pass_name"], canary_info["fail_name"],
-                             canary_info.get("class_name"))
-                      if canary_info.get("path") and canary_info.get("fail_name") else None)
-            test_files = test_files_of(patch_files(instance.test_patch), result.runner or "pytest")
-            output_path, junit_path = directory / "test_output.txt", directory / "results.xml"
-            output = output_path.read_text(errors="replace") if output_path.exists() else ""
-            junit = junit_path.read_bytes() if junit_path.exists() else None
-            for flag in ("ambiguous_results", "canary_tampered", "canary_missing", "canary_pass_failed",
-                         "exit_code_mismatch", "collection_error", "dataset_ids_ignored"):
-                if flag in result.integrity_flags:
-                    result.integrity_flags.remove(flag)
-            apply_judgement(result, judge_run(instance, result.parser or "pytest", output, junit,
-                                              result.test_exit_code, test_files, canary,
+            recorded = result.integrity_details.get("canaries") or []
+            canaries = tuple(Canary.from_dict(c) for c in recorded if isinstance(c, dict) and c.get("test_id"))
+            runner = result.runner or "pytest"
+            test_files = test_files_of(patch_files(instance.test_patch), runner)
+
+            def read(name: str) -> bytes | None:
+                return (directory / name).read_bytes() if (directory / name).exists() else None
+
+            output = (read("test_output.txt") or b"").decode("utf-8", "replace")
+            evidence = read("evidence.json")
+            keep = {f for f in result.integrity_flags if f.startswith("patch_") or f in _SET_UP_FLAGS}
+            result.integrity_flags = [f for f in result.integrity_flags if f in keep]
+            parser = result.parser or "pytest"
+            forbid = bool(result.integrity_details.get("forbid_runner_internals", True))
+            ctx = RunContext(test_files=tuple(test_files), canaries=canaries,
+                             model_files=frozenset(result.integrity_details.get("model_files") or ()),
+                             runner_project=not forbid,
+                             plugin_expected=(runner == "pytest" and parser.startswith("pytest")
+                                              and evidence is not None),
+                             evidence=parse_evidence(evidence, read("events.jsonl")) if evidence else None)
+            apply_judgement(result, judge_run(instance, parser, output, read("results.xml"),
+                                              result.test_exit_code, ctx,
                                               convention=result.id_convention or "pytest"))
+            if "patch_references_test_runner" in keep and forbid and result.error_reason is None:
+                result.status, result.resolved = InstanceStatus.INVALID, False
+                result.error_reason = ErrorReason.TAMPERED
+                result.error_detail = "the patch reaches into the test runner: " + ", ".join(
+                    result.integrity_details.get("patch_references_test_runner", [])[:5])
             patch = directory / "patch.diff"
-            settle_origin(result, patch.exists() and patch.read_text(encoding="utf-8", errors="surrogateescape") == instance.patch)
+            settle_origin(result, patch.exists()
+                          and patch.read_text(encoding="utf-8", errors="surrogateescape") == instance.patch)
             write_json_atomic(report_path, result.to_report())
         if before != (result.status, result.error_reason):
             changed.append(result.instance_id)
@@ -71,6 +90,10 @@ def regrade_run(run_dir: Path) -> dict:
     summary["regraded_changed_ids"] = sorted(set(changed))
     write_json_atomic(summary_path, summary)
     return summary
+
+
+#: flags decided before the tests ran (kept as they are when re-grading)
+_SET_UP_FLAGS = frozenset({"history_not_stripped", "canary_unavailable", "scan_incomplete", "scan_tokenized"})
 
 
 def _reached_tests(result: InstanceResult) -> bool:

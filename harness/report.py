@@ -305,13 +305,22 @@ def write_json_atomic(path: Path, data: Any) -> None:
     write_text_atomic(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
 
 
+def encode_text(text: str) -> bytes:
+    """UTF-8, bytes smuggled in by ``surrogateescape`` restored; any other lone surrogate
+    (a hostile JSON string) written escaped rather than crashing the batch."""
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace")
+
+
 def write_text_atomic(path: Path, text: str | bytes) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(text.encode("utf-8", "surrogateescape") if isinstance(text, str) else text)
+            handle.write(encode_text(text) if isinstance(text, str) else text)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)

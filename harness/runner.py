@@ -215,6 +215,7 @@ class TaskEvaluator:
 
         pristine_repo = _PristineReader(prepared.export_path or prepared.repo_path,
                                         "HEAD" if prepared.export_path else instance.base_commit)
+        control_skipped = control_skips(instance, self.config.control_dir)
         try:
             evaluation: Evaluation | None = None
             for attempt in Retrying(stop=stop_after_attempt(self.config.retries),
@@ -223,7 +224,8 @@ class TaskEvaluator:
                                     before_sleep=record, reraise=True):
                 with attempt:
                     evaluator = Evaluator(instance, prediction, prepared.spec, pristine_repo.read,
-                                          self._eval_config(prepared.spec), prepared.protected_modules)
+                                          self._eval_config(prepared.spec), prepared.protected_modules,
+                                          pristine_repo.paths, control_skipped)
                     evaluation = evaluator.run(lambda: self.backend.start(
                         prepared.image.tag, instance.instance_id, hosts=prepared.spec.service_hosts,
                         net_admin=prepared.spec.needs_net_admin, task=request.token))
@@ -339,6 +341,18 @@ def failure_result(task: Task, reason: ErrorReason, exc: BaseException, grading_
     )
 
 
+def control_skips(instance: Instance, control_dir: Path | None) -> frozenset[str]:
+    """Graded tests the reference-patch control run reported SKIPPED (a P2P skip there too
+    is kept here even when the code under test raised it)."""
+    if control_dir is None:
+        return frozenset()
+    control = load_report(Path(control_dir) / instance.instance_id / "report.json")
+    if control is None:
+        return frozenset()
+    outcomes = control.integrity_details.get("skipped_or_xfailed") or {}
+    return frozenset(t for t, s in outcomes.items() if s == "SKIPPED") if isinstance(outcomes, dict) else frozenset()
+
+
 def compare_with_control(result: InstanceResult, instance: Instance, control_dir: Path) -> None:
     """Flag a run that collected fewer of the graded tests than the reference-patch
     control run of the same instance did (tests deleted, renamed or hidden); and a run
@@ -381,6 +395,7 @@ class _PristineReader:
         self._repo = GitDir(repo_path)
         self._commit = commit
         self._lock = threading.Lock()
+        self._paths: frozenset[str] | None = None
 
     def read(self, path: str):
         with self._lock:
@@ -388,6 +403,13 @@ class _PristineReader:
             if data is None:
                 return None
             return data, blob_mode(self._repo, self._commit, path) or 0o100644
+
+    def paths(self) -> frozenset[str]:
+        """Every file path of the pristine tree (``git ls-tree``; cached per reader)."""
+        with self._lock:
+            if self._paths is None:
+                self._paths = frozenset(e.path for e in self._repo.ls_tree(self._commit) if e.type == "blob")
+            return self._paths
 
     def close(self) -> None:
         pass

@@ -5,16 +5,22 @@ kept apart from what runs inside (:meth:`Sandbox.exec`), like inspect_ai's sandb
 SWE-ReX's deployment/runtime split: the evaluation code only sees the
 :class:`Sandbox` protocol, so another backend can slot in.
 
-Every container: ``network_mode=none``; runs as the unprivileged harness user; all
-capabilities dropped; ``no-new-privileges``; pids, memory and CPU limits; a capped log;
-a read-only root filesystem. Writable places are size-limited tmpfs volumes:
-``/testbed`` (the working copy) and ``/harness`` (patches in, results out), plus a tmpfs
-``/tmp``. Containers and volumes carry labels so that ones left by a dead run, a killed
-task or a lost cluster node can be found and removed:
+Every container: ``network_mode=none``; every capability dropped except the few the
+harness's root set-up needs (:data:`SETUP_CAPS`: chown, bypassing file permissions to
+restore and seal files, set*id to start commands as other users, kill; plus NET_ADMIN
+for a spec service that asks for it); ``no-new-privileges``; pids, memory and CPU
+limits; a capped log; a read-only root filesystem. Commands run as the unprivileged
+harness user (uid 1000, no effective capability) unless the harness asks for root, and
+the harness's root steps start everything of the model through ``setpriv`` with an
+empty bounding set. Writable places are size-limited tmpfs volumes, both root-owned:
+``/testbed`` (the working copy, mode 1777: the test user may create files but cannot
+replace the root-owned ones) and ``/harness`` (the harness's inputs, trusted files and
+results, 0755), plus a tmpfs ``/tmp``. Containers and volumes carry labels so that ones
+left by a dead run, a killed task or a lost cluster node can be found and removed:
 
 ==========================  =========================================================
 ``org.harness.run-id``      the run id (informational)
-``org.harness.run-scope``   a hash of the run directory (host + absolute path): what
+``org.harness.run-dir``     a hash of the run directory (host + absolute path): what
                             leftover cleanup removes, so two runs with the same id in
                             different directories never remove each other's containers
 ``org.harness.task``        one evaluation's token (deadline kill, Ctrl-C on a cluster)
@@ -42,9 +48,12 @@ LABEL_RUN = "org.harness.run-id"
 LABEL_SCOPE = LABEL_RUN_DIR = "org.harness.run-dir"
 LABEL_TASK = "org.harness.task"
 LABEL_NODE = "org.harness.node"
-#: What a container's root may hold when a spec's service needs network set-up; the
-#: set*id/setpcap ones let root start the tests as the harness user with nothing left.
-PRIVILEGED_SETUP_CAPS = ("NET_ADMIN", "SETUID", "SETGID", "SETPCAP")
+#: What the container's root holds (root set-up steps only; see harness/incontainer/launcher.py):
+#: restore/seal files owned by others (CHOWN, DAC_OVERRIDE, FOWNER), start commands as the test and
+#: service users with nothing left (SETUID, SETGID, SETPCAP), stop the test user's processes (KILL).
+SETUP_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "SETPCAP", "KILL")
+#: Added when a spec's service configures the (network-less) network namespace.
+PRIVILEGED_SETUP_CAPS = ("NET_ADMIN",)
 #: Users commands run as: the container's root (set-up only) and the service user (bases.yaml).
 ROOT = "0:0"
 SERVICE_USER = "1001:1001"
@@ -62,6 +71,16 @@ class Limits:
     io_size: int = 256 * 1024**2
     tmp_size: int = 512 * 1024**2
     log_size: str = "1m"
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One entry for :meth:`Sandbox.put_files` with its own mode and owner; ``data`` None
+    is a directory (created, or its owner and mode set when it exists)."""
+
+    data: bytes | None
+    mode: int = 0o644
+    owner: int = 1000
 
 
 @dataclass
@@ -95,10 +114,12 @@ class Sandbox(Protocol):
 
     privileged_setup: bool
 
-    def put_files(self, directory: str, files: dict[str, bytes], mode: int = 0o644,
+    def put_files(self, directory: str, files: dict[str, "bytes | FileEntry"], mode: int = 0o644,
                   owner: int = 1000) -> None: ...
 
     def get_file(self, path: str, limit: int) -> bytes | None: ...
+
+    def get_files(self, directory: str, limit: int) -> dict[str, bytes] | None: ...
 
     def alive(self) -> bool: ...
 
@@ -145,21 +166,19 @@ class DockerBackend:
         volumes = []
         mounts = []
         try:
-            # /harness is root's, sticky and world-writable: the test user makes its output
-            # directory there but can neither rename nor replace the root-owned trusted files
-            # (harness.incontainer.TRUSTED_DIR) the evaluation installs.
-            for target, size, owner, mode in (("/testbed", limits.testbed_size, 1000, "0755"),
-                                              ("/harness", limits.io_size, 0, "1777")):
+            for target, size, mode in (("/testbed", limits.testbed_size, "1777"),
+                                       ("/harness", limits.io_size, "0755")):
                 vol_name = f"{base}-{target.strip('/')}"
                 opts = {"type": "tmpfs", "device": "tmpfs",
-                        "o": f"size={size},uid={owner},gid={owner},mode={mode},nosuid,nodev"}
+                        "o": f"size={size},uid=0,gid=0,mode={mode},nosuid,nodev"}
                 volumes.append(self.client.volumes.create(name=vol_name, driver="local", driver_opts=opts,
                                                           labels=labels))
                 mounts.append(Mount(target=target, source=vol_name, type="volume"))
             container = self.client.containers.create(
                 image, command=["sleep", "infinity"], name=base, labels=labels,
-                user=ROOT if net_admin else self.user,
-                cap_add=list(PRIVILEGED_SETUP_CAPS) if net_admin else None,
+                # root as the container's user: only then do root's execs hold SETUP_CAPS;
+                # every other exec names its user (the harness user by default).
+                user=ROOT, cap_add=[*SETUP_CAPS, *(PRIVILEGED_SETUP_CAPS if net_admin else ())],
                 extra_hosts=hosts or None,
                 sysctls={"net.ipv4.ip_unprivileged_port_start": "0"},
                 network_mode="none", cap_drop=["ALL"], security_opt=["no-new-privileges"],
@@ -177,7 +196,7 @@ class DockerBackend:
                 _quiet_remove_volume(self.client, vol.name)
             raise InfrastructureError(f"starting a container from {image} failed: "
                                       f"{exc.explanation or exc}") from None
-        return DockerSandbox(self.client, container, [v.name for v in volumes], self.user, net_admin)
+        return DockerSandbox(self.client, container, [v.name for v in volumes], self.user, True)
 
     def _scope(self) -> dict[str, str]:
         return {LABEL_RUN_DIR: self.run_dir} if self.run_dir else {LABEL_RUN: self.run_id}
@@ -222,7 +241,7 @@ class DockerSandbox:
         self.id = container.id
         self.volume_names = volume_names
         self.default_user = default_user
-        #: root in this container holds PRIVILEGED_SETUP_CAPS (spec services need them)
+        #: root in this container holds SETUP_CAPS (and NET_ADMIN when a service asked)
         self.privileged_setup = privileged_setup
 
     def start_background(self, argv: list[str], *, user: str, workdir: str = "/tmp",
@@ -314,27 +333,34 @@ class DockerSandbox:
         except (NotFound, APIError):
             pass
 
-    def put_files(self, directory: str, files: dict[str, bytes], mode: int = 0o644,
+    def put_files(self, directory: str, files: dict[str, "bytes | FileEntry"], mode: int = 0o644,
                   owner: int = 1000) -> None:
-        """Write files (relative paths → bytes) under ``directory`` through the engine's
-        archive API (no process runs in the container). Owned by ``owner`` (default the
-        harness user; 0 for trusted files), with the directories they need (mode 0755)."""
+        """Write files (relative paths -> bytes or :class:`FileEntry`) under ``directory``
+        through the engine's archive API (no process runs in the container). The engine
+        applies the owners and modes given, so root-owned files need no capability.
+        Parent directories not listed are created owned by ``owner``, mode 0755."""
+        entries = {rel: (v if isinstance(v, FileEntry) else FileEntry(v, mode, owner)) for rel, v in files.items()}
         buffer = io.BytesIO()
+        now = int(time.time())
         with tarfile.open(fileobj=buffer, mode="w") as tar:
             dirs = set()
-            for rel in files:
+            for rel in entries:
                 parts = rel.split("/")[:-1]
                 for i in range(1, len(parts) + 1):
                     dirs.add("/".join(parts[:i]))
-            for d in sorted(dirs):
+            for d in sorted(dirs | {r for r, e in entries.items() if e.data is None}):
+                entry = entries.get(d, FileEntry(None, 0o755, owner))
                 info = tarfile.TarInfo(d)
-                info.type, info.mode, info.uid, info.gid = tarfile.DIRTYPE, 0o755, owner, owner
+                info.type, info.mode, info.uid, info.gid, info.mtime = (tarfile.DIRTYPE, entry.mode, entry.owner,
+                                                                        entry.owner, now)
                 tar.addfile(info)
-            for rel, data in files.items():
+            for rel, entry in entries.items():
+                if entry.data is None:
+                    continue
                 info = tarfile.TarInfo(rel)
-                info.size, info.mode, info.uid, info.gid = len(data), mode, owner, owner
-                info.mtime = int(time.time())
-                tar.addfile(info, io.BytesIO(data))
+                info.size, info.mode, info.uid, info.gid, info.mtime = (len(entry.data), entry.mode, entry.owner,
+                                                                        entry.owner, now)
+                tar.addfile(info, io.BytesIO(entry.data))
         try:
             if not self.container.put_archive(directory, buffer.getvalue()):
                 raise InfrastructureError(f"writing files into {directory} failed")
@@ -342,6 +368,38 @@ class DockerSandbox:
             raise ContainerDied(f"container {self.id[:12]} is gone") from None
         except APIError as exc:
             raise InfrastructureError(f"writing files into {directory} failed: {exc.explanation or exc}") from None
+
+    def get_files(self, directory: str, limit: int) -> dict[str, bytes] | None:
+        """The regular files under ``directory`` (relative names -> bytes), read through the
+        archive API; None when it does not exist. At most ``limit`` bytes in all: a member
+        past the limit is cut."""
+        try:
+            bits, _ = self.container.get_archive(directory)
+        except NotFound:
+            return None
+        except APIError as exc:
+            raise InfrastructureError(f"reading {directory} failed: {exc.explanation or exc}") from None
+        raw = io.BytesIO()
+        for chunk in bits:
+            raw.write(chunk)
+            if raw.tell() > limit + 4 * 1024 * 1024:
+                break
+        raw.seek(0)
+        out: dict[str, bytes] = {}
+        left = limit
+        try:
+            with tarfile.open(fileobj=raw, mode="r|") as tar:
+                for member in tar:
+                    if not member.isreg():
+                        continue
+                    name = member.name.split("/", 1)[1] if "/" in member.name else member.name
+                    handle = tar.extractfile(member)
+                    data = handle.read(max(left, 0) + 1) if handle else b""
+                    out[name] = data
+                    left -= len(data)
+        except tarfile.TarError:
+            pass
+        return out
 
     def get_file(self, path: str, limit: int) -> bytes | None:
         """Read one regular file out through the archive API; None if absent or not a

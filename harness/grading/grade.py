@@ -5,6 +5,11 @@ PASS_TO_PASS lists, decide the verdict:
 
 * an F2P test is *fixed* when it is PASSED or XFAIL;
 * a P2P test is *kept* when it is PASSED, XFAIL or SKIPPED;
+* ...except an XFAIL or SKIPPED that the code under test raised (``untrusted``: the
+  evidence shows the skip or xfail came from a file the model changed, not from the
+  test, its fixtures or its markers): it counts neither as fixed nor as kept, unless
+  (P2P SKIPPED only) the same test was skipped in the reference-patch control
+  (``control_skipped``);
 * a test absent from the results counts as failed and is listed under ``missing``;
 * FULL when every F2P test is fixed and every P2P test kept; PARTIAL when every P2P
   test is kept and some (not all, not none) F2P tests are fixed; NO otherwise. A
@@ -19,7 +24,7 @@ len(PASS_TO_PASS), and 1.0 when PASS_TO_PASS is empty (nothing to regress).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from harness.grading.status import ErrorReason, InstanceStatus, TestStatus
 
@@ -61,15 +66,24 @@ class Grade:
 
 
 def grade(tests: TestLists, statuses: Mapping[str, TestStatus],
-          error_reason: ErrorReason | None = None) -> Grade:
+          error_reason: ErrorReason | None = None, untrusted: frozenset[str] = frozenset(),
+          control_skipped: frozenset[str] = frozenset()) -> Grade:
     """Grade one run.
 
     ``statuses`` maps test ids to their parsed status; ids not graded are ignored.
     ``error_reason``, when given, makes the verdict INVALID (the per-test lists are
     still filled from whatever statuses exist, for the reader's benefit).
     """
-    f2p_ok, f2p_bad = _split(tests.fail_to_pass, statuses, F2P_SUCCESS)
-    p2p_ok, p2p_bad = _split(tests.pass_to_pass, statuses, P2P_SUCCESS)
+    def counted(test_id: str, success: frozenset[TestStatus]) -> bool:
+        status = statuses.get(test_id)
+        if status not in success:
+            return False
+        if status is TestStatus.PASSED or test_id not in untrusted:
+            return True
+        return status is TestStatus.SKIPPED and test_id in control_skipped
+
+    f2p_ok, f2p_bad = _split(tests.fail_to_pass, lambda t: counted(t, F2P_SUCCESS))
+    p2p_ok, p2p_bad = _split(tests.pass_to_pass, lambda t: counted(t, P2P_SUCCESS))
     missing = tuple(t for t in (*tests.fail_to_pass, *tests.pass_to_pass) if t not in statuses)
 
     f2p_rate = len(f2p_ok) / len(tests.fail_to_pass) if tests.fail_to_pass else None
@@ -95,9 +109,8 @@ def grade(tests: TestLists, statuses: Mapping[str, TestStatus],
     )
 
 
-def _split(test_ids: Sequence[str], statuses: Mapping[str, TestStatus],
-           success: frozenset[TestStatus]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _split(test_ids: Sequence[str], success: Callable[[str], bool]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     ok, bad = [], []
     for test_id in test_ids:
-        (ok if statuses.get(test_id) in success else bad).append(test_id)
+        (ok if success(test_id) else bad).append(test_id)
     return tuple(ok), tuple(bad)

@@ -9,21 +9,39 @@ Registered parsers:
 ``pytest``        JUnit XML (authoritative) cross-checked against pytest's ``-rA`` summary.
 ``pytest-junit``  JUnit XML only.
 ``pytest-text``   pytest's ``-rA`` short test summary only (for runners without JUnit XML).
+
+Bounded work: the code under test writes these artefacts, so parsing is linear in their
+size (sets and dicts, never a list searched per line), JUnit XML is read as a stream
+with ``expat`` (no tree is built, no DTD accepted) with caps on its size, on the number
+of elements and test cases, on nesting and on the length of names, and the text summary
+is read with caps on its lines. Over a cap, a parser raises :class:`ResultsTooLarge`:
+the run is INVALID (``results_over_limit``, the model's doing), never an hour of host
+CPU or a gigabyte of memory (worst cases: benchmarks/parsing.py, docs/BENCHMARKS.md).
 """
 
 from __future__ import annotations
 
 import difflib
 import re
-import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
+from xml.parsers import expat
 
 from harness.errors import UnknownNameError
 from harness.grading.status import TestStatus
 
-#: Cap on the JUnit XML we are willing to parse (bytes); bigger files are truncated evidence.
+#: Caps on what the code under test can make the host parse.
 MAX_JUNIT_BYTES = 64 * 1024 * 1024
+MAX_JUNIT_ELEMENTS = 2_000_000
+MAX_TESTCASES = 200_000
+MAX_DEPTH = 64
+MAX_NAME = 8192
+MAX_SUMMARY_LINES = 200_000
+MAX_SUMMARY_LINE = 65_536
+
+
+class ResultsTooLarge(ValueError):
+    """An artefact is over a parsing cap: the run's results are not evidence."""
 
 
 @dataclass(frozen=True)
@@ -105,45 +123,119 @@ def get_parser(name: str) -> Parser:
 
 # --------------------------------------------------------------------------- JUnit XML
 
+@dataclass
+class JunitCase:
+    """One ``testcase`` as the stream read it: its attributes, its worst outcome, the first
+    ``error`` child's attributes (collection failures are errors) and its ``label``
+    property (the harness's reporter writes the label the framework printed)."""
+
+    attrs: dict
+    status: TestStatus
+    error: dict | None = None
+    label: str | None = None
+
+
+def stream_junit(xml_bytes: bytes, on_case: Callable[[JunitCase], None]) -> str | None:
+    """Read JUnit XML as a stream (``expat``; no tree is built, no DTD accepted), calling
+    ``on_case`` for each test case. Returns None, or why the XML is unparsable (results
+    read so far were already delivered). Over a cap it raises :class:`ResultsTooLarge`.
+    """
+    if len(xml_bytes) > MAX_JUNIT_BYTES:
+        raise ResultsTooLarge(f"junit xml of {len(xml_bytes)} bytes is over the {MAX_JUNIT_BYTES}-byte cap")
+    state = {"elements": 0, "cases": 0, "depth": 0, "case": None, "case_depth": 0}
+
+    def start(tag: str, attrs: dict) -> None:
+        state["elements"] += 1
+        state["depth"] += 1
+        if state["elements"] > MAX_JUNIT_ELEMENTS or state["depth"] > MAX_DEPTH:
+            raise ResultsTooLarge(f"junit xml over {MAX_JUNIT_ELEMENTS} elements or {MAX_DEPTH} levels deep")
+        case = state["case"]
+        if tag == "testcase":
+            state["cases"] += 1
+            if state["cases"] > MAX_TESTCASES:
+                raise ResultsTooLarge(f"junit xml with over {MAX_TESTCASES} test cases")
+            for key in ("name", "classname", "file"):
+                if len(attrs.get(key) or "") > MAX_NAME:
+                    raise ResultsTooLarge(f"a junit test case {key} is over {MAX_NAME} characters")
+            state["case"], state["case_depth"] = JunitCase(attrs, TestStatus.PASSED), state["depth"]
+        elif case is not None and state["depth"] == state["case_depth"] + 1:
+            case.status = TestStatus.worst(case.status, _child_status(tag, attrs))
+            if tag == "error" and case.error is None:
+                case.error = {k: str(attrs.get(k) or "")[:MAX_NAME] for k in ("type", "message")}
+        elif (case is not None and tag == "property" and state["depth"] == state["case_depth"] + 2
+              and attrs.get("name") == "label" and attrs.get("value") is not None):
+            case.label = str(attrs["value"])[:MAX_NAME]
+
+    def end(tag: str) -> None:
+        if tag == "testcase" and state["case"] is not None and state["depth"] == state["case_depth"]:
+            on_case(state["case"])
+            state["case"] = None
+        state["depth"] -= 1
+
+    def refuse_doctype(*_args) -> None:
+        raise ValueError("a DOCTYPE (entities) is not accepted")
+
+    parser = expat.ParserCreate()
+    parser.StartElementHandler, parser.EndElementHandler = start, end
+    parser.StartDoctypeDeclHandler = refuse_doctype
+    parser.EntityDeclHandler = refuse_doctype
+    try:
+        for offset in range(0, len(xml_bytes), 1 << 16):
+            parser.Parse(xml_bytes[offset:offset + (1 << 16)], False)
+        parser.Parse(b"", True)
+    except (expat.ExpatError, ValueError, LookupError) as exc:
+        if isinstance(exc, ResultsTooLarge):
+            raise
+        return str(exc)
+    return None
+
+
+def is_collection_error(case: JunitCase) -> bool:
+    """pytest's ``error message="collection failure"`` or the reporter's ``type="collection"``."""
+    return case.error is not None and (case.error.get("type") == "collection"
+                                       or case.error.get("message") == "collection failure")
+
+
 def parse_junit(xml_bytes: bytes, known_files: Iterable[str] = ()) -> ParsedResults:
-    """Parse pytest's JUnit XML (xunit1 or xunit2) into node ids and statuses.
+    """Parse pytest's JUnit XML (xunit1 or xunit2) into node ids and statuses, as a stream.
 
     A testcase whose id appears twice with different outcomes is recorded in
-    ``conflicts``. Malformed XML yields an empty result with a note (never raises).
+    ``conflicts``. Malformed XML yields an empty result with a note (never raises);
+    an artefact over a cap raises :class:`ResultsTooLarge`.
     """
     result = ParsedResults(source="junit")
-    if len(xml_bytes) > MAX_JUNIT_BYTES:
-        result.notes.append(f"junit xml larger than {MAX_JUNIT_BYTES} bytes: ignored")
-        result.source = "none"
-        return result
-    try:
-        root = ElementTree.fromstring(xml_bytes)
-    except (ElementTree.ParseError, LookupError, ValueError) as exc:  # bad encoding decl too
-        result.notes.append(f"junit xml unparsable: {exc}")
-        result.source = "none"
-        return result
     modules = _module_index(known_files)
-    for case in root.iter("testcase"):
-        node_id = _junit_node_id(case, modules)
-        if node_id is None:
-            continue
-        status = _junit_status(case)
-        _record(result, node_id, status)
+    conflicts: set[str] = set()
+    seen_errors: set[str] = set()
+
+    def on_case(case: JunitCase) -> None:
+        node_id = _junit_node_id(case.attrs, modules)
+        if is_collection_error(case):
+            path = case.attrs.get("file") or ""
+            if not path:
+                dotted = ".".join(p for p in (case.attrs.get("classname"), case.attrs.get("name")) if p)
+                path = dotted.replace(".", "/") + ".py" if dotted else "?"
+            if path not in seen_errors:
+                seen_errors.add(path)
+                result.collection_errors.append(path)
+        if node_id is not None:
+            _record(result, node_id, case.status, conflicts)
+
+    problem = stream_junit(xml_bytes, on_case)
+    if problem is not None:
+        return ParsedResults(source="none", notes=[f"junit xml unparsable: {problem}"])
+    result.conflicts = sorted(conflicts)
     return result
 
 
-def _junit_status(case: ElementTree.Element) -> TestStatus:
-    status = TestStatus.PASSED
-    for child in case:
-        if child.tag == "failure":
-            status = TestStatus.worst(status, TestStatus.FAILED)
-        elif child.tag == "error":
-            status = TestStatus.worst(status, TestStatus.ERROR)
-        elif child.tag == "skipped":
-            kind = child.get("type", "")
-            status = TestStatus.worst(
-                status, TestStatus.XFAIL if kind == "pytest.xfail" else TestStatus.SKIPPED)
-    return status
+def _child_status(tag: str, attrs: dict) -> TestStatus:
+    if tag == "failure":
+        return TestStatus.FAILED
+    if tag == "error":
+        return TestStatus.ERROR
+    if tag == "skipped":
+        return TestStatus.XFAIL if attrs.get("type", "") == "pytest.xfail" else TestStatus.SKIPPED
+    return TestStatus.PASSED
 
 
 def _module_index(known_files: Iterable[str]) -> dict[str, str]:
@@ -155,7 +247,7 @@ def _module_index(known_files: Iterable[str]) -> dict[str, str]:
     return index
 
 
-def _junit_node_id(case: ElementTree.Element, modules: dict[str, str]) -> str | None:
+def _junit_node_id(case: dict, modules: dict[str, str]) -> str | None:
     """Rebuild pytest's node id from a testcase's ``file``/``classname``/``name``.
 
     pytest derives ``classname`` from the node id by replacing '/' with '.' in the path
@@ -173,8 +265,10 @@ def _junit_node_id(case: ElementTree.Element, modules: dict[str, str]) -> str | 
         if not (classname == module or classname.startswith(module + ".")):
             module = None
     if module is None:
-        for candidate in sorted(modules, key=len, reverse=True):
-            if classname == candidate or classname.startswith(candidate + "."):
+        parts = classname.split(".")
+        for length in range(len(parts), 0, -1):  # the longest known module prefix, by lookup
+            candidate = ".".join(parts[:length])
+            if candidate in modules:
                 module, path = candidate, modules[candidate]
                 break
     if module is None:
@@ -206,41 +300,61 @@ def parse_pytest_text(output: str, graded_ids: Iterable[str] = ()) -> ParsedResu
 
     Only lines inside that section count (a test printing 'PASSED x' elsewhere is
     ignored). Ids containing spaces (parametrisations) are matched against the graded
-    ids before falling back to the first whitespace-separated word.
+    ids before falling back to the first whitespace-separated word. Linear in the
+    output; over :data:`MAX_SUMMARY_LINES` lines in the section, or a line over
+    :data:`MAX_SUMMARY_LINE` characters, raises :class:`ResultsTooLarge`.
     """
     result = ParsedResults(source="text")
-    graded = sorted(set(graded_ids), key=len, reverse=True)
-    lines = output.splitlines()
+    spaced: dict[str, list[str]] = {}          # first word -> graded ids with spaces, longest first
+    for g in sorted({g for g in graded_ids if " " in g}, key=len, reverse=True):
+        spaced.setdefault(g.split(" ", 1)[0], []).append(g)
     # pytest prints its summary last; captured output (which code under test controls,
     # and -rA shows) comes before it. Only the last summary section counts.
-    starts = [i for i, line in enumerate(lines) if _SUMMARY_HEADER.match(line.rstrip())]
-    if len(starts) > 1:
-        result.notes.append(f"{len(starts)} summary headers in the output; only the last one was read")
-    section: list[str] = []
-    for line in lines[starts[-1] + 1:] if starts else []:
+    headers = [m.start() for m in _SUMMARY_HEADER_ANYWHERE.finditer(output)]
+    if len(headers) > 1:
+        result.notes.append(f"{len(headers)} summary headers in the output; only the last one was read")
+    if not headers:
+        return result
+    section = output[headers[-1]:].split("\n")[1:]
+    conflicts: set[str] = set()
+    for count, line in enumerate(section):
+        if count >= MAX_SUMMARY_LINES:
+            raise ResultsTooLarge(f"the test summary has over {MAX_SUMMARY_LINES} lines")
+        if len(line) > MAX_SUMMARY_LINE:
+            raise ResultsTooLarge(f"a test summary line is over {MAX_SUMMARY_LINE} characters")
         line = line.rstrip()
         if _SECTION_HEADER.match(line):
             break
-        section.append(line)
-    for line in section:
         word, _, rest = line.partition(" ")
         status = _TEXT_STATUS.get(word)
         if status is None or not rest:
             continue
         if rest.startswith("["):  # 'SKIPPED [1] path:line: reason' carries no node id
             continue
-        node_id = next((g for g in graded if rest == g or rest.startswith(g + " ")), None)
+        node_id = _spaced_id(rest, spaced) if spaced and " " in rest else None
         if node_id is None:
             node_id = rest.split()[0]
-        _record(result, node_id, status)
+        _record(result, node_id, status, conflicts)
+    result.conflicts = sorted(conflicts)
     return result
 
 
-def _record(result: ParsedResults, node_id: str, status: TestStatus) -> None:
+_SUMMARY_HEADER_ANYWHERE = re.compile(r"^=+ short test summary info =+[ \t\r]*$", re.M)
+
+
+def _spaced_id(rest: str, spaced: dict[str, list[str]]) -> str | None:
+    """The longest graded id containing spaces that ``rest`` is, or starts with (+ space):
+    only the ids sharing ``rest``'s first word are compared (a dict lookup, not a scan)."""
+    for graded in spaced.get(rest.split(" ", 1)[0], ()):
+        if rest == graded or rest.startswith(graded + " "):
+            return graded
+    return None
+
+
+def _record(result: ParsedResults, node_id: str, status: TestStatus, conflicts: set[str]) -> None:
     previous = result.statuses.get(node_id)
     if previous is not None and previous is not status:
-        if node_id not in result.conflicts:
-            result.conflicts.append(node_id)
+        conflicts.add(node_id)
         status = TestStatus.worst(previous, status)
     result.statuses[node_id] = status
 
@@ -304,15 +418,17 @@ def _pytest(art: RunArtefacts) -> ParsedResults:
     if junit.source == "none":
         return junit
     alias_truncated_ids(junit, art.graded_ids)
-    for test_id in art.graded_ids:
+    conflicts = set(junit.conflicts)
+    for test_id in dict.fromkeys(art.graded_ids):
         a, b = junit.statuses.get(test_id), text.statuses.get(test_id)
-        if a is not None and b is not None and _disagree(a, b) and test_id not in junit.conflicts:
-            junit.conflicts.append(test_id)
+        if a is not None and b is not None and _disagree(a, b):
+            conflicts.add(test_id)
         if a is None and b is not None:
             # The text summary claims a result JUnit never recorded: forged or truncated.
-            junit.notes.append(f"{test_id}: only in text summary ({b.value})")
-            if test_id not in junit.conflicts:
-                junit.conflicts.append(test_id)
+            if len(junit.notes) < 50:
+                junit.notes.append(f"{test_id}: only in text summary ({b.value})")
+            conflicts.add(test_id)
+    junit.conflicts = sorted(conflicts)
     return junit
 
 

@@ -17,91 +17,96 @@ outcome the XML contradicts (or, for sympy, one the XML never recorded) is a con
 
 pytest's JUnit XML marks collection failures too (``error message="collection
 failure"``): :func:`junit_collection_errors` reads both kinds.
+
+Bounded like the pytest parsers (harness/grading/parsers.py): the XML is streamed with
+the same caps, the printed text read line by line with capped lines and test counts,
+conflicts kept in sets; over a cap :class:`ResultsTooLarge` (``results_over_limit``).
 """
 
 from __future__ import annotations
 
 import re
-import xml.etree.ElementTree as ElementTree
 
-from harness.grading.parsers import MAX_JUNIT_BYTES, ParsedResults, RunArtefacts, _record, register
+from harness.grading.parsers import (MAX_SUMMARY_LINE, MAX_SUMMARY_LINES, JunitCase, ParsedResults, ResultsTooLarge,
+                                     RunArtefacts, _record, is_collection_error, register, stream_junit)
 from harness.grading.status import TestStatus
+
+#: notes kept per parse (a flood of "only in the printed output" lines costs nothing)
+MAX_NOTES = 50
+
+
+def _note(result: ParsedResults, text: str) -> None:
+    if len(result.notes) < MAX_NOTES:
+        result.notes.append(text)
 
 
 def parse_reporter_junit(xml_bytes: bytes) -> ParsedResults:
-    """The reporter's JUnit XML → native ids, statuses, labels and collection errors."""
+    """The reporter's JUnit XML → native ids, statuses, labels and collection errors
+    (streamed and capped like pytest's: :func:`harness.grading.parsers.stream_junit`)."""
     result = ParsedResults(source="junit")
-    root = _root(xml_bytes, result)
-    if root is None:
-        return result
-    for case in root.iter("testcase"):
-        error = case.find("error")
-        path = case.get("file") or ""
-        if error is not None and error.get("type") == "collection":
-            result.collection_errors.append(path or case.get("name") or "?")
-            result.notes.append(f"collection error in {path}: {(error.get('message') or '')[:300]}")
-            continue
-        name = case.get("name")
+    conflicts: set[str] = set()
+    seen_errors: set[str] = set()
+
+    def on_case(case: JunitCase) -> None:
+        attrs = case.attrs
+        path = attrs.get("file") or ""
+        if case.error is not None and case.error.get("type") == "collection":
+            where = path or attrs.get("name") or "?"
+            if where not in seen_errors:
+                seen_errors.add(where)
+                result.collection_errors.append(where)
+                _note(result, f"collection error in {path}: {case.error.get('message', '')[:300]}")
+            return
+        name = attrs.get("name")
         if not name:
-            continue
+            return
         module = path[:-3].replace("/", ".") if path.endswith(".py") else path
-        classname = case.get("classname") or ""
+        classname = attrs.get("classname") or ""
         cls = classname[len(module) + 1:] if module and classname.startswith(module + ".") else ""
         node_id = "::".join(p for p in (path, cls.replace(".", "::"), name) if p)
-        _record(result, node_id, _status(case))
-        for prop in case.iter("property"):
-            if prop.get("name") == "label" and prop.get("value") is not None:
-                result.labels[node_id] = prop.get("value")
+        _record(result, node_id, case.status, conflicts)
+        if case.label is not None:
+            result.labels[node_id] = case.label
+
+    problem = stream_junit(xml_bytes, on_case)
+    if problem is not None:
+        return ParsedResults(source="none", notes=[f"junit xml unparsable: {problem}"])
+    result.conflicts = sorted(conflicts)
     return result
 
 
-def _root(xml_bytes: bytes, result: ParsedResults):
-    if len(xml_bytes) > MAX_JUNIT_BYTES:
-        result.notes.append(f"junit xml larger than {MAX_JUNIT_BYTES} bytes: ignored")
-        result.source = "none"
-        return None
-    try:
-        return ElementTree.fromstring(xml_bytes)
-    except (ElementTree.ParseError, LookupError, ValueError) as exc:
-        result.notes.append(f"junit xml unparsable: {exc}")
-        result.source = "none"
-        return None
-
-
-def _status(case: ElementTree.Element) -> TestStatus:
-    status = TestStatus.PASSED
-    for child in case:
-        if child.tag == "failure":
-            status = TestStatus.worst(status, TestStatus.FAILED)
-        elif child.tag == "error":
-            status = TestStatus.worst(status, TestStatus.ERROR)
-        elif child.tag == "skipped":
-            status = TestStatus.worst(
-                status, TestStatus.XFAIL if child.get("type") == "pytest.xfail" else TestStatus.SKIPPED)
-    return status
-
-
 def junit_collection_errors(xml_bytes: bytes | None) -> list[str]:
-    """Test files whose collection failed, from pytest's or the reporter's JUnit XML."""
-    if not xml_bytes or len(xml_bytes) > MAX_JUNIT_BYTES:
+    """Test files whose collection failed, from pytest's or the reporter's JUnit XML
+    (nothing for unparsable or over-cap XML: the parser itself reports those)."""
+    if not xml_bytes:
         return []
+    found: list[str] = []
+    seen: set[str] = set()
+
+    def on_case(case: JunitCase) -> None:
+        if not is_collection_error(case):
+            return
+        path = case.attrs.get("file") or ""
+        if not path:
+            dotted = ".".join(p for p in (case.attrs.get("classname"), case.attrs.get("name")) if p)
+            path = dotted.replace(".", "/") + ".py" if dotted else "?"
+        if path not in seen:
+            seen.add(path)
+            found.append(path)
+
     try:
-        root = ElementTree.fromstring(xml_bytes)
-    except (ElementTree.ParseError, LookupError, ValueError):
+        stream_junit(xml_bytes, on_case)
+    except ResultsTooLarge:
         return []
-    found = []
-    for case in root.iter("testcase"):
-        error = case.find("error")
-        if error is None:
-            continue
-        if error.get("type") == "collection" or error.get("message") == "collection failure":
-            path = case.get("file") or ""
-            if not path:
-                dotted = ".".join(p for p in (case.get("classname"), case.get("name")) if p)
-                path = dotted.replace(".", "/") + ".py" if dotted else "?"
-            if path not in found:
-                found.append(path)
     return found
+
+
+def _lines(output: str):
+    """The output's lines, capped like pytest's summary (:data:`MAX_SUMMARY_LINES` matching
+    lines are plenty; over-long lines are nobody's test label)."""
+    for line in output.splitlines():
+        if len(line) <= MAX_SUMMARY_LINE:
+            yield line
 
 
 # --------------------------------------------------------------------------- text
@@ -119,7 +124,8 @@ def parse_sympy_text(output: str) -> ParsedResults:
     """``bin/test --verbose`` lines, as native ids (``file::name``) under their file header."""
     result = ParsedResults(source="text")
     current = None
-    for line in output.splitlines():
+    conflicts: set[str] = set()
+    for line in _lines(output):
         line = line.rstrip()
         header = _SYMPY_FILE.match(line)
         if header:
@@ -127,7 +133,10 @@ def parse_sympy_text(output: str) -> ParsedResults:
             continue
         match = _SYMPY_TEST.match(line)
         if match and current:
-            _record(result, f"{current}::{match.group(1)}", _SYMPY_STATUS[match.group(2)])
+            if len(result.statuses) >= MAX_SUMMARY_LINES:
+                raise ResultsTooLarge(f"the printed output names over {MAX_SUMMARY_LINES} tests")
+            _record(result, f"{current}::{match.group(1)}", _SYMPY_STATUS[match.group(2)], conflicts)
+    result.conflicts = sorted(conflicts)
     return result
 
 
@@ -139,10 +148,12 @@ _UNITTEST_STATUS = {"ok": TestStatus.PASSED, "FAIL": TestStatus.FAILED, "ERROR":
 def parse_unittest_text(output: str) -> dict[str, TestStatus]:
     """unittest's verbose ``label ... outcome`` lines, keyed by the label's (last) line."""
     statuses: dict[str, TestStatus] = {}
-    for line in output.splitlines():
+    for line in _lines(output):
         match = _UNITTEST_LINE.match(line.strip())
         if not match:
             continue
+        if len(statuses) >= MAX_SUMMARY_LINES:
+            raise ResultsTooLarge(f"the printed output names over {MAX_SUMMARY_LINES} tests")
         word = match.group(2)
         status = TestStatus.SKIPPED if word.startswith("skipped") else _UNITTEST_STATUS[word]
         label = match.group(1)
@@ -170,14 +181,15 @@ def _sympy(art: RunArtefacts) -> ParsedResults:
     if junit.source == "none":
         return junit
     text = parse_sympy_text(art.output)
+    conflicts = set(junit.conflicts)
     for node_id, claimed in text.statuses.items():
         recorded = junit.statuses.get(node_id)
         if recorded is None:
-            junit.notes.append(f"{node_id}: only in the printed output ({claimed.value})")
+            _note(junit, f"{node_id}: only in the printed output ({claimed.value})")
         elif not _disagree(recorded, claimed):
             continue
-        if node_id not in junit.conflicts:
-            junit.conflicts.append(node_id)
+        conflicts.add(node_id)
+    junit.conflicts = sorted(conflicts)
     return junit
 
 
@@ -193,16 +205,18 @@ def _unittest(art: RunArtefacts) -> ParsedResults:
         lines = label.strip().splitlines()
         if lines:
             by_label.setdefault(lines[-1].strip(), []).append(node_id)
+    conflicts = set(junit.conflicts)
     for label, claimed in parse_unittest_text(art.output).items():
         natives = by_label.get(label)
         if not natives:
-            junit.notes.append(f"{label!r}: only in the printed output ({claimed.value})")
+            _note(junit, f"{label!r}: only in the printed output ({claimed.value})")
             continue
         recorded = junit.statuses[natives[0]]
         for other in natives[1:]:
             recorded = TestStatus.worst(recorded, junit.statuses[other])
         if _disagree(recorded, claimed):
-            junit.conflicts.extend(n for n in natives if n not in junit.conflicts)
+            conflicts.update(natives)
+    junit.conflicts = sorted(conflicts)
     return junit
 
 

@@ -45,6 +45,7 @@ class ErrorReason(str, enum.Enum):
     CONTAINER_DIED = "container_died"
     OUTPUT_LIMIT_EXCEEDED = "output_limit_exceeded"
     AMBIGUOUS_RESULTS = "ambiguous_results"
+    RESULTS_OVER_LIMIT = "results_over_limit"
     TAMPERED = "tampered"
     MALFORMED_INSTANCE = "malformed_instance"
     ENVIRONMENT_BUILD_FAILED = "environment_build_failed"
@@ -72,6 +73,7 @@ _ORIGIN = {
     ErrorReason.TIMEOUT: "model",
     ErrorReason.OUTPUT_LIMIT_EXCEEDED: "model",
     ErrorReason.AMBIGUOUS_RESULTS: "model",
+    ErrorReason.RESULTS_OVER_LIMIT: "model",
     ErrorReason.TAMPERED: "model",
     ErrorReason.SUITE_DID_NOT_RUN: "model",
     ErrorReason.COLLECTION_ERROR: "model",

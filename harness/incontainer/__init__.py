@@ -1,18 +1,27 @@
 """Trusted files the harness puts into every sandbox (they never run on the host).
 
 They are installed at run time, not baked into images (an edit of a reporter must not
-rebuild every instance image): one archive call per sandbox writes every ``*.py`` file of
-this package (except this one) root-owned and read-only under :data:`TRUSTED_DIR`, where
-the test user can neither change nor shadow them::
+rebuild every instance image): the evaluation's first archive call
+(:func:`harness.integrity.steps.initial_files`) writes every ``*.py`` file of this package
+(except this one) root-owned and read-only under :data:`TRUSTED_DIR`, where the test user
+can neither change nor shadow them (``/harness`` is a root-owned tmpfs)::
 
-    /harness/trusted/            TRUSTED_DIR   root, 0755
-    /harness/trusted/py/         PY_DIR        root, 0755
-        junit_reporter.py                      root, 0444: runs unittest/sympy/django in-process,
-                                               writes JUnit XML (the runners' result reporter)
+    /harness/trusted/                  TRUSTED_DIR   root, 0755
+        prepare.py                     set-up step (test user): reset, apply, tree truth
+        launcher.py                    test step (root): delete, seal, re-install, services, tests
+    /harness/trusted/py/               PY_DIR        root, 0755; on PYTHONPATH of the test command only
+        sitecustomize.py               bootstrap: audit hook, plugin pre-import, then leaves sys.path
+        _harness_monitor.py            the PEP 578 tamper monitor and the evidence channel (emit)
+        _harness_outcomes.py           pytest plugin: reports, where skips/xfails were raised,
+                                       the results file's hash after the JUnit writer ran
+        junit_reporter.py              runs unittest/sympy/django in-process, writes JUnit XML
+                                       (the runners' result reporter)
+        (prepare.py, launcher.py)      also here: every file goes to PY_DIR
 
 Commands refer to these files through :data:`TRUSTED_DIR` / :data:`PY_DIR` (and
 :func:`trusted_path`) only, never by a literal path. Files here must run on the sandbox's
-Pythons (3.6+ syntax, standard library only).
+Pythons (3.6+ syntax, standard library only). ``sitecustomize.py`` is the only bootstrap:
+reporters must not add another.
 """
 
 from __future__ import annotations
@@ -30,14 +39,23 @@ PY_DIR = f"{TRUSTED_DIR}/py"
 #: File and directory modes inside the sandbox (root-owned: the test user runs as uid 1000).
 FILE_MODE = 0o444
 DIR_MODE = 0o755
+#: The two step scripts, also installed at the top of TRUSTED_DIR.
+SCRIPTS = ("prepare.py", "launcher.py")
 
 
 @functools.lru_cache(maxsize=1)
 def files() -> dict[str, bytes]:
     """Path relative to :data:`TRUSTED_DIR` -> bytes, for every trusted file (read once per
     process: every sandbox of a run gets the same files)."""
-    return {f"py/{p.name}": p.read_bytes()
-            for p in sorted(resources.path("incontainer").glob("*.py")) if p.name != "__init__.py"}
+    out: dict[str, bytes] = {}
+    for path in sorted(resources.path("incontainer").glob("*.py")):
+        if path.name == "__init__.py":
+            continue
+        data = path.read_bytes()
+        out[f"py/{path.name}"] = data
+        if path.name in SCRIPTS:
+            out[path.name] = data
+    return out
 
 
 def trusted_path(name: str) -> str:

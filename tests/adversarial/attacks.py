@@ -28,7 +28,7 @@ from pathlib import Path
 
 from tests.patchgen import base_file, demo_instance, edit
 
-PAYLOADS = Path(__file__).resolve().parent / "payloads"
+from harness.integrity.corpus import PAYLOADS  # noqa: E402  (the corpus ships with the package)
 CALCLY = "harness-demo__calcly-1"
 INVENTORY = "harness-demo__inventory-1"
 

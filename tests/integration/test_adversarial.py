@@ -22,7 +22,8 @@ from tests.adversarial.attacks import ALL_ATTACKS, ATTACKS, EXTRA_ATTACKS, Attac
 from tests.conftest import HarnessRun, RunResult, leftover_containers
 from tests.patchgen import demo_instance
 
-RUN_ARGS = ("--timeout", "20", "--max-workers", "2")
+# 30 s: enough for the bombs to hit their limits (and say so) on a busy 2-core machine
+RUN_ARGS = ("--timeout", "30", "--max-workers", "2")
 RUN_IDS = ("adversarial", "adversarial-rerun")
 
 
@@ -50,13 +51,15 @@ def batch(tmp_path_factory, cache_dir, engine) -> Batch:
     return result
 
 
-def _ours(engine) -> list:
-    """Harness containers and volumes of this module's runs (other engineers may be
-    running batches on the same engine)."""
+def _ours(engine, root: Path) -> list:
+    """Harness containers and volumes of this module's run in ``root`` (other engineers may
+    be running this same module, with the same run ids, on the same engine: the run
+    directory's scope label tells them apart)."""
     def labels(obj):
         return (getattr(obj, "labels", None) or obj.attrs.get("Labels") or {})
-    from harness.engine.sandbox import LABEL_RUN
-    return [o for o in leftover_containers(engine) if labels(o).get(LABEL_RUN) in RUN_IDS]
+    from harness.batch import run_scope
+    from harness.engine.sandbox import LABEL_RUN_DIR
+    return [o for o in leftover_containers(engine, *RUN_IDS) if labels(o).get(LABEL_RUN_DIR) == run_scope(root)]
 
 
 def _describe(report: dict) -> str:
@@ -119,7 +122,7 @@ def test_batch_is_complete_and_leaves_nothing_behind(batch, engine):
     # (the extra attacks' verdicts are checked at the end of the file)
     assert set(summary["resolved_ids"]).isdisjoint(a.instance_id for a in ATTACKS), summary["resolved_ids"]
     assert summary["error_ids"] == [], summary["error_reasons"]  # nothing blamed on harness/instance
-    assert _ours(engine) == []
+    assert _ours(engine, batch.run.root) == []
     print(f"\nadversarial batch: {len(ids)} attacks in {batch.seconds:.1f} s")
     for attack in ALL_ATTACKS:
         print(f"  {attack.number:>3} {attack.slug:28} {_describe(batch.run.report(attack.instance_id))[:160]}")
@@ -133,7 +136,7 @@ def test_rerun_reaches_identical_verdicts(batch, engine):
     assert sorted(second) == sorted(a.instance_id for a in ALL_ATTACKS)
     differ = {i: (first.get(i), second[i]) for i in second if first.get(i) != second[i]}
     assert differ == {}
-    assert _ours(engine) == []
+    assert _ours(engine, again.run.root) == []
     print(f"\nadversarial re-run: {len(second)} attacks in {again.seconds:.1f} s")
 
 

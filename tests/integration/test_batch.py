@@ -208,6 +208,13 @@ def test_report_regrades_from_saved_outputs(harness_run):
     assert line in output_path.read_text()
     output_path.write_text(output_path.read_text().replace(line, "FAILED tests/test_stats.py::TestMedian::test_even_length\n"))
     assert main(["report", str(run.root)]) == 0
+    # ...and the runner's own reports (events.jsonl) still say it passed: still void.
+    assert run.report(iid)["error_reason"] == "ambiguous_results"
+    events = run.root / iid / "events.jsonl"
+    passed = '"id": "tests/test_stats.py::TestMedian::test_even_length", "when": "call", "outcome": "passed"'
+    assert passed in events.read_text()
+    events.write_text(events.read_text().replace(passed, passed.replace('"passed"', '"failed"')))
+    assert main(["report", str(run.root)]) == 0
     report = run.report(iid)
     assert report["status"] == "PARTIAL"
     assert "tests/test_stats.py::TestMedian::test_even_length" in report["tests_status"]["FAIL_TO_PASS"]["failure"]

@@ -62,8 +62,8 @@ def test_report_carries_swebench_keys_and_provenance(harness_run):
     assert report["image"]["id"].startswith("sha256:")
     assert report["parser"]["source"] == "junit"
     phases = [c["phase"] for c in report["commands"]]
-    # the grading sequence, in order
-    assert phases.index("apply:git_apply") < phases.index("restore") < phases.index("test_patch") \
+    # the grading sequence, in order: one set-up step (history check, apply), then the test step
+    assert phases.index("prepare") < phases.index("history_check") < phases.index("apply:git_apply") \
         < phases.index("tests")
     directory = run.root / "harness-demo__calcly-1"
     assert (directory / "patch.diff").read_text() == \

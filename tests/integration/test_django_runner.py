@@ -96,10 +96,13 @@ def test_django_gold_is_full_and_empty_is_no(harness_run, django_instance):
     # dotted labels derived from the test patch, after the spec's command (as SWE-bench ran it)
     tests = [c for c in report["commands"] if c["phase"] == "tests"][0]
     assert tests["argv"][-1].endswith("--parallel 1 migrations.test_commands")
-    # the unittest-style canaries ran as methods of a TestCase class appended to the test file
+    # the canaries are clones of real TestCase methods in their own classes of the test file,
+    # spelled by the runner; each failed while its original passed
     canaries = report["integrity"]["canaries"]
-    assert canaries["path"] == TEST_FILE and canaries["class_name"]
-    assert (canaries["must_pass"], canaries["must_fail"]) == ("PASSED", "FAILED")
+    assert canaries and all(c["path"] == TEST_FILE and c["cls"] for c in canaries), canaries
+    assert all(c["test_id"] == f"{TEST_FILE}::{c['cls'].replace('.', '::')}::{c['name']}" for c in canaries)
+    assert all(c["status"] in ("FAILED", "ERROR") and (c["original_status"], c["verdict"]) == ("PASSED", "ok")
+               for c in canaries), canaries  # a changed assertRaises exception errors, it does not fail
     assert report["test_exit_code"] not in (0, None)
 
     empty = harness_run(*common, "--predictions", "empty", run_id="django-empty")

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.evaluation import judge_run, settle_origin
+from harness.evaluation import settle_origin
+from harness.integrity.judge import RunContext, judge_run
 from harness.grading.origins import evidence_origin, same_failure_as_control
 from harness.grading.status import ErrorReason, InstanceStatus, TestStatus
 from harness.instances import parse_instance
@@ -47,7 +48,7 @@ def test_log_fragments_are_not_refused_but_left_out_and_reported():
     assert instance_id_problem(inst, "pytest", "pytest") is None
     output = ("=========================== short test summary info ============================\n"
               "PASSED t/test_a.py::test_keep\nPASSED t/test_a.py::test_fix\n")
-    judged = judge_run(inst, "pytest-text", output, None, 0, ["t/test_a.py"], None)
+    judged = judge_run(inst, "pytest-text", output, None, 0, RunContext(test_files=("t/test_a.py",)))
     assert judged.verdict.status is InstanceStatus.FULL
     assert judged.details["ignored_test_ids"] == ["[100%]", "["] and "dataset_ids_ignored" in judged.flags
 
@@ -122,7 +123,7 @@ def test_graded_tests_never_collected_are_a_collection_error_not_failed():
     xml = (b'<testsuite><testcase classname="" name="" file="t/test_a.py">'
            b'<error type="collection" message="ImportError: cannot import name \'fix\'"/></testcase>'
            b'<testcase classname="t.test_b" name="test_other" file="t/test_b.py"/></testsuite>')
-    judged = judge_run(inst, "sympy", "", xml, 1, ["t/test_a.py"], None, convention="sympy")
+    judged = judge_run(inst, "sympy", "", xml, 1, RunContext(test_files=("t/test_a.py",)), convention="sympy")
     assert judged.reason is ErrorReason.COLLECTION_ERROR
     assert judged.verdict.status is InstanceStatus.INVALID
     assert judged.details["collection_errors"] == ["t/test_a.py"]
@@ -134,14 +135,14 @@ def test_collection_error_elsewhere_is_visible_but_does_not_decide():
     inst = parse_instance(_record(FAIL_TO_PASS=["test_fix"], PASS_TO_PASS=[]))
     xml = (b'<testsuite><testcase classname="" name="" file="t/test_z.py"><error type="collection" message="x"/>'
            b'</testcase><testcase classname="t.test_a" name="test_fix" file="t/test_a.py"/></testsuite>')
-    judged = judge_run(inst, "sympy", "", xml, 1, ["t/test_a.py"], None, convention="sympy")
+    judged = judge_run(inst, "sympy", "", xml, 1, RunContext(test_files=("t/test_a.py",)), convention="sympy")
     assert judged.reason is None and judged.verdict.status is InstanceStatus.FULL
     assert "collection_error" in judged.flags
 
 
 def test_nothing_parsed_is_suite_did_not_run():
     inst = parse_instance(_record())
-    judged = judge_run(inst, "sympy", "Traceback ...", None, 1, ["t/test_a.py"], None, convention="sympy")
+    judged = judge_run(inst, "sympy", "Traceback ...", None, 1, RunContext(test_files=("t/test_a.py",)), convention="sympy")
     assert judged.reason is ErrorReason.SUITE_DID_NOT_RUN
     assert judged.verdict.status is InstanceStatus.INVALID
     assert TestStatus  # statuses stay typed

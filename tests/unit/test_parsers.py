@@ -294,12 +294,11 @@ def test_malformed_junit_gives_an_empty_result_with_a_note(payload):
     assert len(result.notes) == 1 and "unparsable" in result.notes[0]
 
 
-def test_oversize_junit_is_ignored(monkeypatch):
+def test_oversize_junit_is_refused_as_over_the_limit(monkeypatch):
     monkeypatch.setattr(parsers, "MAX_JUNIT_BYTES", 100)
     xml = _xml(*[_case(f"test_{i}") for i in range(10)])
-    result = parse_junit(xml, ["tests/test_a.py"])
-    assert result.statuses == {} and result.source == "none"
-    assert "larger than" in result.notes[0]
+    with pytest.raises(parsers.ResultsTooLarge, match="over the 100-byte cap"):
+        parse_junit(xml, ["tests/test_a.py"])
 
 
 # --------------------------------------------------------------------------- synthetic text

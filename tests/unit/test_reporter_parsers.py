@@ -177,3 +177,31 @@ def test_pytest_collection_failures_are_read_from_its_junit(tmp_path):
     subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={tmp_path}/r.xml",
                     "-o", "junit_family=xunit1", "test_ok.py", "test_broken.py"], cwd=tmp_path, capture_output=True)
     assert junit_collection_errors((tmp_path / "r.xml").read_bytes()) == ["test_broken.py"]
+
+
+# --------------------------------------------------------------------------- bounded work
+
+def test_reporter_xml_over_the_element_cap_is_results_over_limit():
+    """The reporter's XML is streamed with pytest's caps: 2.1 million empty elements (what
+    a test user could write over the results file) raise, they are never built into a tree."""
+    import pytest
+    from harness.grading.parsers import MAX_JUNIT_ELEMENTS, ResultsTooLarge
+    bomb = b"<testsuite>" + b"<x/>" * (MAX_JUNIT_ELEMENTS + 1) + b"</testsuite>"
+    for parse in (parse_reporter_junit, get_parser("sympy").parse, get_parser("django").parse):
+        with pytest.raises(ResultsTooLarge):
+            parse(bomb) if parse is parse_reporter_junit else parse(RunArtefacts("", junit_xml=bomb))
+    assert junit_collection_errors(bomb) == []
+
+
+def test_reporter_text_cross_checks_keep_conflicts_in_sets():
+    """100,000 contradicting printed lines: every contradicted test is a conflict once, the
+    notes stay capped (the text is the code under test's to print)."""
+    cases = "".join(f'<testcase file="t/test_a.py" classname="t.test_a" name="test_{i}"><failure/></testcase>'
+                    for i in range(20_000))
+    xml = f"<testsuite>{cases}</testsuite>".encode()
+    printed = "t/test_a.py[20000] \n" + "".join(f"test_{i % 20_000} ok\n" for i in range(100_000)) + \
+        "".join(f"test_extra_{i} ok\n" for i in range(5_000))
+    parsed = get_parser("sympy").parse(RunArtefacts(printed, junit_xml=xml))
+    assert len(parsed.conflicts) == 25_000 and len(set(parsed.conflicts)) == 25_000
+    assert len(parsed.notes) <= 50
+    assert parsed.statuses["t/test_a.py::test_7"] is TestStatus.FAILED

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from harness.errors import InputError, UnknownNameError
-from harness.evaluation import Canary, build_test_command
+from harness.evaluation import build_test_command
+from harness.integrity.canaries import plant
 from harness.grading.parsers import get_parser
 from harness.patches import patch_files
 from harness.runners import INCONTAINER_DIR, RUNNERS, get_runner
@@ -88,43 +89,39 @@ def test_spell_id_and_canaries_per_runner():
     assert get_runner("django").spell_id("tests/a/tests.py", "T", "test_x") == "tests/a/tests.py::T::test_x"
     with pytest.raises(ValueError, match="class"):
         get_runner("django").spell_id("tests/a/tests.py", None, "test_x")
-    canary = Canary.make(["tests/a/models.py", "tests/a/tests.py"], get_runner("django"))
-    assert canary.path == "tests/a/tests.py" and canary.class_name
-    assert canary.fail_id == get_runner("django").spell_id(canary.path, canary.class_name, canary.fail_name)
-    source = canary.source().decode()
-    assert f"class {canary.class_name}(" in source and f"def {canary.fail_name}(self):" in source
-    compile(source, "canary", "exec")
-    function = Canary.make(["sympy/core/tests/test_a.py"], get_runner("sympy"))
-    assert function.class_name is None and function.fail_id == f"sympy/core/tests/test_a.py::{function.fail_name}"
+    # canaries are clones of real tests in their own scope, spelled by the runner
+    module = ("import unittest\n\n\ndef helper():\n    return 2\n\n\n"
+              "class TestThing(unittest.TestCase):\n    def test_two(self):\n        self.assertEqual(helper(), 2)\n\n\n"
+              "def test_module_level():\n    assert helper() == 2\n").encode()
+    files = {"tests/a/models.py": module, "tests/a/tests.py": module}
+    changed, canaries = plant(files, list(files), {}, count=3, spell=get_runner("django").spell_id,
+                              styles=(get_runner("django").canary_style,))
+    assert canaries and all(c.path == "tests/a/tests.py" and c.cls == "TestThing" for c in canaries)
+    assert all(c.test_id == get_runner("django").spell_id(c.path, c.cls, c.name) for c in canaries)
+    compile(changed["tests/a/tests.py"], "canary", "exec")
+    sympy = get_runner("sympy")
+    _, functions = plant({"sympy/core/tests/test_a.py": module}, ["sympy/core/tests/test_a.py"], {}, count=3,
+                         spell=sympy.spell_id, styles=(sympy.canary_style,))
+    assert functions and all(c.cls is None and c.test_id == f"sympy/core/tests/test_a.py::{c.name}"
+                             for c in functions)
 
 
 def test_unittest_canary_really_fails_and_passes(tmp_path):
-    """The method canaries run under plain unittest: one passes, one fails."""
+    """The method canaries run under plain unittest: each fails where its original passes."""
     import subprocess
     import sys
-    canary = Canary.make(["test_mod.py"], get_runner("unittest"))
-    (tmp_path / "test_mod.py").write_bytes(b"import os\n" + canary.source())
+    runner = get_runner("unittest")
+    source = (b"import unittest\n\n\nclass TestMod(unittest.TestCase):\n    def test_sum(self):\n"
+              b"        self.assertEqual(sum([1, 2]), 3)\n")
+    changed, canaries = plant({"test_mod.py": source}, ["test_mod.py"], {}, count=1, spell=runner.spell_id,
+                              styles=(runner.canary_style,))
+    (canary,) = canaries
+    (tmp_path / "test_mod.py").write_bytes(changed["test_mod.py"])
     proc = subprocess.run([sys.executable, "-m", "unittest", "-v", "test_mod"], cwd=tmp_path, capture_output=True,
                           text=True)
     assert proc.returncode == 1
-    assert f"{canary.pass_name} (test_mod.{canary.class_name}" in proc.stderr
+    assert "test_sum (test_mod.TestMod" in proc.stderr and f"{canary.name} (test_mod.TestMod" in proc.stderr
     assert "FAILED (failures=1)" in proc.stderr
-
-
-@pytest.mark.parametrize("fields, field, message", [
-    ({"runner": "sympi"}, "runner", "did you mean 'sympy'"),
-    ({"runner": "sympy", "parser": "pytest"}, "parser", "does not read what the sympy runner writes"),
-    ({"runner": "pytest", "id_convention": "django"}, "id_convention", "cannot address 'django'"),
-    ({"runner": "sympy", "id_convention": "pytest-option"}, "id_convention", "did you mean 'pytest-options'"),
-    ({"runner": "django", "test_cmd": "LANG=C ./tests/runtests.py"}, "test_cmd", "environment variables"),
-    ({"runner": "sympy", "test_cmd": "bin/test | tee log"}, "test_cmd", "one command"),
-])
-def test_spec_runner_fields_are_checked(tmp_path: Path, fields, field, message):
-    body = "".join(f"  {k}: {v!r}\n" for k, v in fields.items())
-    (tmp_path / "x.yaml").write_text(f"repo: a/b\ndefaults:\n{body}versions:\n  '1': {{}}\n")
-    with pytest.raises(InputError) as caught:
-        SpecRegistry.load(tmp_path).get("a/b", "1")
-    assert caught.value.field == field and message in str(caught.value)
 
 
 def test_spec_defaults_follow_the_runner(tmp_path: Path):
@@ -154,23 +151,16 @@ def _patch(*paths: str) -> str:
 
 
 def test_patches_reaching_into_the_sympy_reporter_are_flagged():
-    from harness.evaluation import EvalConfig, Evaluator
-    from harness.instances import parse_instance
-    from harness.predictions import Prediction
-    test_patch = _patch("sympy/core/tests/test_basic.py")
-    model_patch = ("diff --git a/sympy/core/basic.py b/sympy/core/basic.py\n--- a/sympy/core/basic.py\n"
-                   "+++ b/sympy/core/basic.py\n@@ -1,1 +1,3 @@\n x\n+from sympy.testing.runtests import PyTestReporter\n"
-                   "+PyTestReporter.test_fail = PyTestReporter.test_pass\n")
-    instance = parse_instance({"instance_id": "sympy__sympy-1", "repo": "sympy/sympy", "base_commit": "a" * 40,
-                               "patch": "", "test_patch": test_patch, "FAIL_TO_PASS": ["test_x"],
-                               "PASS_TO_PASS": []})
-    spec = EnvSpec(repo="sympy/sympy", version="1.1", runner="sympy", parser="sympy", id_convention="sympy",
-                   test_cmd="bin/test -C --verbose")
-    for runner_spec, flagged in ((spec, True), (EnvSpec(repo="sympy/sympy", version="1.1"), False)):
-        evaluator = Evaluator(instance, Prediction("sympy__sympy-1", "m", model_patch), runner_spec,
-                              lambda path: None, EvalConfig())
-        evaluator._scan_runner_internals(patch_files(test_patch))
-        assert ("patch_references_test_runner" in evaluator.result.integrity_flags) is flagged
+    """Added lines reaching into a runner's own result machinery are runner internals (a
+    tampered run unless the spec is the runner's own project)."""
+    from harness.integrity.scan import pattern_findings
+    old = b"x = 1\n"
+    new = (b"x = 1\nfrom sympy.testing.runtests import PyTestReporter\n"
+           b"PyTestReporter.test_fail = PyTestReporter.test_pass\n")
+    hits = pattern_findings(new, old, "sympy/core/basic.py", get_runner("sympy").internals)
+    assert [h.category for h in hits] == ["runner_internals", "runner_internals"] and hits[0].line == 2
+    assert pattern_findings(new, old, "sympy/core/basic.py", get_runner("pytest").internals) == []
+    assert pattern_findings(new, new, "sympy/core/basic.py", get_runner("sympy").internals) == []
 
 
 def test_nested_classes_are_spelled_as_pytest_node_ids():

@@ -1,0 +1,250 @@
+"""The set-up step, run in the sandbox as the unprivileged test user, before any code of
+the model can run (trusted: installed root-owned under /harness/trusted by the harness).
+
+    /usr/bin/python3 -I -S /harness/trusted/prepare.py REQUEST.json
+
+1. reset the working copy (``/testbed``) from the pristine tree;
+2. count the commits the working copy's repository can reach (the history check);
+3. fingerprint ``.git``; apply the model patch with each strategy in turn (resetting in
+   between), ``--3way`` with a throw-away index and object directory so that ``.git``
+   is never written; fingerprint ``.git`` again;
+4. compare the working copy with the pristine tree (the *tree truth*): every created,
+   modified, deleted, type- or mode-changed path, ignored and untracked files included,
+   symlinks as symlinks; the contents of changed text files (capped) for the host's scans.
+
+Prints ONE JSON document on stdout (the exec's only output) and exits 0; the host
+parses it with a size cap. Runs on any Python >= 3.6 (the base image's python3).
+"""
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import time
+
+TAIL = 4000
+
+
+def _children(path):
+    try:
+        return sorted(os.listdir(path))
+    except FileNotFoundError:
+        return []
+
+
+def reset(testbed, pristine):
+    for name in _children(testbed):
+        target = os.path.join(testbed, name)
+        if os.path.isdir(target) and not os.path.islink(target):
+            shutil.rmtree(target)
+        else:
+            os.unlink(target)
+    names = _children(pristine)
+    if names:
+        proc = subprocess.run(["cp", "-a", "-t", testbed, "--"] + [os.path.join(pristine, n) for n in names],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        if proc.returncode != 0:
+            raise RuntimeError("copying the pristine tree failed: " + proc.stdout.decode("utf-8", "replace")[-500:])
+
+
+def sha256_file(path, limit=None):
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while True:
+            block = handle.read(1 << 20)
+            if not block:
+                break
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def kind_of(mode):
+    if stat.S_ISLNK(mode):
+        return "symlink"
+    if stat.S_ISDIR(mode):
+        return "dir"
+    if stat.S_ISREG(mode):
+        return "file"
+    return "other"
+
+
+def walk(root, skip_git):
+    """path (relative, POSIX) -> lstat result, for every entry under root."""
+    found = {}
+    stack = [""]
+    while stack:
+        rel = stack.pop()
+        base = os.path.join(root, rel) if rel else root
+        for name in _children(base):
+            child = rel + "/" + name if rel else name
+            if skip_git and child == ".git":
+                continue
+            st = os.lstat(os.path.join(root, child))
+            found[child] = st
+            if stat.S_ISDIR(st.st_mode):
+                stack.append(child)
+    return found
+
+
+def git_fingerprint(testbed):
+    """Everything under .git: type, mode, size, mtime; contents hashed outside objects/."""
+    root = os.path.join(testbed, ".git")
+    prints = {}
+    for rel, st in walk(root, False).items():
+        entry = [kind_of(st.st_mode), stat.S_IMODE(st.st_mode), st.st_size, st.st_mtime_ns]
+        if stat.S_ISREG(st.st_mode) and not rel.startswith("objects/"):
+            entry.append(sha256_file(os.path.join(root, rel)))
+        elif stat.S_ISLNK(st.st_mode):
+            entry.append(os.readlink(os.path.join(root, rel)))
+        prints[rel] = entry
+    return prints
+
+
+def tree_diff(testbed, pristine, request):
+    """The working copy against the pristine tree, ``.git`` excluded."""
+    new, old = walk(testbed, True), walk(pristine, True)
+    changes, total = [], 0
+    max_changes = request["max_changes"]
+    per_file, budget = request["content_limit"], request["content_total"]
+    suffixes = tuple(request["content_suffixes"])
+    for rel in sorted(set(new) | set(old)):
+        a, b = old.get(rel), new.get(rel)
+        if a is not None and b is not None:
+            ka, kb = kind_of(a.st_mode), kind_of(b.st_mode)
+            if ka == kb == "dir":
+                if stat.S_IMODE(a.st_mode) != stat.S_IMODE(b.st_mode):
+                    changes.append({"path": rel, "change": "mode", "kind": "dir",
+                                    "old_mode": stat.S_IMODE(a.st_mode), "new_mode": stat.S_IMODE(b.st_mode)})
+                continue
+            same_meta = (ka == kb and a.st_size == b.st_size and a.st_mtime_ns == b.st_mtime_ns
+                         and stat.S_IMODE(a.st_mode) == stat.S_IMODE(b.st_mode))
+            if same_meta:
+                continue
+            entry = {"path": rel, "kind": kb, "old_kind": ka,
+                     "old_mode": stat.S_IMODE(a.st_mode), "new_mode": stat.S_IMODE(b.st_mode)}
+            if ka != kb:
+                entry["change"] = "type"
+            elif kb == "file":
+                new_hash = sha256_file(os.path.join(testbed, rel))
+                old_hash = sha256_file(os.path.join(pristine, rel))
+                if new_hash == old_hash and entry["old_mode"] == entry["new_mode"]:
+                    continue
+                entry["change"] = "modified" if new_hash != old_hash else "mode"
+                entry["sha256"], entry["old_sha256"] = new_hash, old_hash
+            elif kb == "symlink":
+                if os.readlink(os.path.join(testbed, rel)) == os.readlink(os.path.join(pristine, rel)):
+                    continue
+                entry["change"] = "modified"
+            else:
+                entry["change"] = "modified"
+        elif b is not None:
+            entry = {"path": rel, "change": "created", "kind": kind_of(b.st_mode), "new_mode": stat.S_IMODE(b.st_mode)}
+            if entry["kind"] == "dir":
+                changes.append(entry)
+                continue
+            if entry["kind"] == "file":
+                entry["sha256"] = sha256_file(os.path.join(testbed, rel))
+        else:
+            entry = {"path": rel, "change": "deleted", "kind": kind_of(a.st_mode), "old_mode": stat.S_IMODE(a.st_mode)}
+            changes.append(entry)
+            continue
+        if entry["kind"] == "symlink":
+            entry["target"] = os.readlink(os.path.join(testbed, rel))
+        if entry["kind"] == "file" and rel.endswith(suffixes):
+            size = b.st_size
+            if size > per_file or total + size > budget:
+                entry["content_omitted"] = "size {} over the limit".format(size)
+            else:
+                with open(os.path.join(testbed, rel), "rb") as handle:
+                    data = handle.read(per_file + 1)
+                total += len(data)
+                entry["content"] = base64.b64encode(data).decode("ascii")
+        entry["size"] = b.st_size
+        changes.append(entry)
+        if len(changes) > max_changes:
+            return changes, True
+    return changes, False
+
+
+def run(argv, cwd, env, timeout):
+    started = time.monotonic()
+    try:
+        proc = subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              timeout=timeout)
+        code, out, timed_out = proc.returncode, proc.stdout, False
+    except subprocess.TimeoutExpired as exc:
+        code, out, timed_out = None, exc.output or b"", True
+    return {"argv": argv, "exit_code": code, "timed_out": timed_out, "duration": round(time.monotonic() - started, 4),
+            "output_tail": out.decode("utf-8", "replace")[-TAIL:]}
+
+
+def apply_patch(request, testbed, pristine, env):
+    """Try each strategy; returns (commands, the name of the one that applied or None)."""
+    commands = []
+    for index, strategy in enumerate(request["strategies"]):
+        if index:
+            reset(testbed, pristine)
+        run_env = dict(env)
+        scratch = None
+        if strategy.get("isolate_git"):
+            # --3way writes the index and objects: give it copies outside .git.
+            scratch = "/tmp/.harness-apply-{}".format(os.getpid())
+            shutil.rmtree(scratch, ignore_errors=True)
+            os.makedirs(scratch + "/objects")
+            shutil.copy2(os.path.join(testbed, ".git", "index"), scratch + "/index")
+            run_env.update(GIT_INDEX_FILE=scratch + "/index", GIT_OBJECT_DIRECTORY=scratch + "/objects",
+                           GIT_ALTERNATE_OBJECT_DIRECTORIES=os.path.join(testbed, ".git", "objects"))
+        record = run(strategy["argv"], testbed, run_env, request["timeout"])
+        record["phase"] = "apply:" + strategy["name"]
+        commands.append(record)
+        if scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
+        if record["exit_code"] == 0:
+            return commands, strategy["name"]
+    reset(testbed, pristine)
+    return commands, None
+
+
+def main():
+    with open(sys.argv[1]) as handle:
+        request = json.load(handle)
+    testbed, pristine = request["testbed"], request["pristine"]
+    env = {k: str(v) for k, v in request["env"].items()}
+    # /testbed is root-owned: git asks for it to be named safe. A private HOME holds just that.
+    home = "/tmp/.harness-git-{}".format(os.getpid())
+    os.makedirs(home, exist_ok=True)
+    with open(os.path.join(home, ".gitconfig"), "w") as handle:
+        handle.write("[safe]\n\tdirectory = {}\n".format(testbed))
+    env["HOME"] = home
+    result = {"commands": [], "applied": None, "history_commits": None}
+    started = time.monotonic()
+    reset(testbed, pristine)
+    history = run(["git", "rev-list", "--all", "--count"], testbed, env, request["timeout"])
+    history["phase"] = "history_check"
+    result["commands"].append(history)
+    count = history["output_tail"].strip()
+    result["history_commits"] = int(count) if count.isdigit() else count
+    before = git_fingerprint(testbed)
+    if request.get("patch"):
+        commands, applied = apply_patch(request, testbed, pristine, env)
+        result["commands"].extend(commands)
+        result["applied"] = applied
+        try:
+            os.unlink(request["patch"])  # consumed: nothing of the inputs stays readable
+        except OSError:
+            pass
+    after = git_fingerprint(testbed)
+    result["git_changed"] = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))[:200]
+    result["changes"], result["too_many_changes"] = tree_diff(testbed, pristine, request)
+    shutil.rmtree(home, ignore_errors=True)
+    result["seconds"] = round(time.monotonic() - started, 4)
+    sys.stdout.write(json.dumps(result))
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,180 @@
+"""From a finished run's artefacts to a verdict (pure; the live evaluation and
+``harness report`` both call :func:`judge_run`).
+
+In order: parse the results (bounded: over a cap the run is INVALID, the model's doing;
+the parser reports the runner's native ids), judge the canaries (native ids), key the
+results by the dataset's ids (the spec's id convention, harness/grading/conventions.py),
+then the results' consistency (JUnit against the text summary and against
+the runner's own reports), the runtime evidence (seal, provenance, monitor), work out
+which skips and xfails the code under test raised, then apply the rulebook
+(:func:`harness.grading.grade.grade`). The first reason found decides the INVALID
+verdict; every finding is kept as a flag.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from harness.grading.conventions import IdKind, get_convention, map_results
+from harness.grading.grade import Grade, TestLists, grade
+from harness.grading.parsers import ResultsTooLarge, RunArtefacts, get_parser
+from harness.grading.reporter_parsers import junit_collection_errors
+from harness.grading.status import ErrorReason, TestStatus
+from harness.instances import Instance
+from harness.integrity.canaries import Canary, judge_canaries
+from harness.integrity.evidence import Evidence, code_raised, judge_evidence
+
+
+@dataclass
+class Judgement:
+    """Everything grading concluded from one run's artefacts (pure data)."""
+
+    verdict: Grade
+    reason: ErrorReason | None
+    detail: str
+    flags: list[str]
+    details: dict
+    parse_source: str
+    parse_notes: list[str]
+    collected: list[str]
+    infrastructure: str | None = None
+
+
+@dataclass
+class RunContext:
+    """What the judgement needs besides the artefacts (all recorded in report.json)."""
+
+    test_files: tuple[str, ...] = ()
+    canaries: tuple[Canary, ...] = ()
+    model_files: frozenset[str] = frozenset()
+    runner_project: bool = False
+    plugin_expected: bool = False
+    control_skipped: frozenset[str] = frozenset()
+    evidence: Evidence | None = None
+    extra_flags: list[str] = field(default_factory=list)
+
+
+def judge_run(instance: Instance, parser_name: str, output: str, junit_xml: bytes | None,
+              exit_code: int | None, ctx: RunContext, convention: str = "pytest") -> Judgement:
+    parser = get_parser(parser_name)
+    ids = get_convention(convention)
+    tests, ignored = gradable_tests(instance, convention)
+    graded = (*tests.fail_to_pass, *tests.pass_to_pass)
+    flags: list[str] = []
+    details: dict = {}
+    try:
+        parsed = parser(RunArtefacts(output=output, junit_xml=junit_xml, known_files=ctx.test_files,
+                                     graded_ids=graded))
+    except ResultsTooLarge as exc:
+        flags.append("results_over_limit")
+        return Judgement(grade(tests, {}, ErrorReason.RESULTS_OVER_LIMIT), ErrorReason.RESULTS_OVER_LIMIT,
+                         str(exc), flags, details, "none", [str(exc)], [])
+    native = dict(parsed.statuses)
+    ev = ctx.evidence
+    raised_by_code = code_raised(ev, ctx.model_files) if ev is not None else frozenset()
+
+    reasons: list[tuple[ErrorReason, str]] = []
+    if ctx.canaries:
+        verdict = judge_canaries(list(ctx.canaries), native, raised_by_code)
+        flags += verdict.flags
+        details["canaries"] = verdict.details
+        if verdict.tampered:
+            reasons.append((ErrorReason.TAMPERED, verdict.tampered))
+        elif verdict.any_failed and exit_code == 0:
+            flags.append("exit_code_mismatch")
+            reasons.append((ErrorReason.TAMPERED, "the test runner exited 0 although a must-fail canary failed"))
+    graded_set = set(graded)
+    mapped = map_results(ids, native, parsed.labels, graded, parsed.conflicts)
+    statuses = mapped.statuses
+    # native ids that stand for graded tests (the evidence and the raised outcomes are native)
+    dataset_of = {n: [d for d in ids.to_dataset(n, parsed.labels.get(n)) if d in graded_set] for n in native}
+    graded_native = tuple(dict.fromkeys([*graded, *(n for n, ds in dataset_of.items() if ds)]))
+    infrastructure = None
+    if ev is not None:
+        runtime = judge_evidence(ev, native, graded_native, ctx.model_files, True, ctx.runner_project,
+                                 ctx.plugin_expected)
+        flags += runtime.flags
+        details.update(runtime.details)
+        infrastructure = runtime.infrastructure
+        if runtime.tampered:
+            reasons.append((ErrorReason.TAMPERED, runtime.tampered))
+        if runtime.ambiguous:
+            reasons.append((ErrorReason.AMBIGUOUS_RESULTS, runtime.ambiguous))
+        if ev.notes:
+            details["evidence_notes"] = ev.notes[:10]
+    graded_conflicts = [c for c in mapped.conflicts if c in graded_set]
+    if graded_conflicts:
+        flags.append("ambiguous_results")
+        details["ambiguous_results"] = graded_conflicts[:50]
+        reasons.append((ErrorReason.AMBIGUOUS_RESULTS,
+                        f"contradictory results for graded tests: {graded_conflicts[:10]}"))
+    collection_errors = parsed.collection_errors or junit_collection_errors(junit_xml)
+    not_collected = [t for t in graded if t not in statuses]
+    if collection_errors:
+        flags.append("collection_error")
+        details["collection_errors"] = collection_errors[:50]
+    if not native:
+        reasons.append((ErrorReason.SUITE_DID_NOT_RUN,
+                        f"no test results (runner exit code {exit_code}; {'; '.join(parsed.notes[:3])})"))
+    elif collection_errors and not_collected:
+        # graded tests never ran because a test module did not import: not silently "failed"
+        reasons.append((ErrorReason.COLLECTION_ERROR,
+                        f"{len(not_collected)} graded tests were never collected; collection failed in "
+                        f"{', '.join(collection_errors[:5])}"))
+        details["not_collected"] = not_collected[:100]
+    raised_graded = {d for n in raised_by_code if n in native for d in dataset_of.get(n, ())} | (
+        raised_by_code & graded_set)
+    untrusted = frozenset(t for t in raised_graded if statuses.get(t) in (TestStatus.SKIPPED, TestStatus.XFAIL))
+    if untrusted:
+        flags.append("outcome_raised_by_code")
+        details["outcome_raised_by_code"] = sorted(untrusted)[:50]
+    outcomes = {t: statuses[t].value for t in graded if statuses.get(t) in (TestStatus.SKIPPED, TestStatus.XFAIL)}
+    if outcomes:
+        details["skipped_or_xfailed"] = dict(list(outcomes.items())[:500])
+    if ignored:
+        flags.append("dataset_ids_ignored")
+        details["ignored_test_ids"] = ignored
+    if mapped.sources:
+        details["id_sources"] = dict(list(mapped.sources.items())[:100])
+    flags += [f for f in ctx.extra_flags if f not in flags]
+    reason, detail = reasons[0] if reasons else (None, "")
+    verdict = grade(tests, statuses, reason, untrusted=untrusted, control_skipped=ctx.control_skipped)
+    collected = sorted({*native, *(t for t in graded if t in statuses)})
+    return Judgement(verdict, reason, detail, list(dict.fromkeys(flags)), details, parsed.source,
+                     (parsed.notes + mapped.notes)[:50], collected, infrastructure)
+
+
+def gradable_tests(instance: Instance, convention: str = "pytest") -> tuple[TestLists, list[str]]:
+    """The instance's test lists without the entries its id convention knows to be
+    fragments of log lines, and those fragments.
+
+    Some published lists hold fragments of log lines (``[100%]``, ``[``) that the
+    dataset's own log parser mistook for test ids (pytest-dev__pytest-5227); no runner
+    reports them, so they are left out of grading and listed in the report
+    (``integrity.ignored_test_ids``) and by ``harness validate``. Any other id the
+    convention cannot address is refused before anything runs
+    (harness/runners/checks.py), never dropped here.
+    """
+    kinds = get_convention(convention).classify
+    ignored = [t for t in (*instance.fail_to_pass, *instance.pass_to_pass) if kinds(t) is IdKind.LOG_FRAGMENT]
+    if not ignored:
+        return instance.tests, []
+    keep = set(ignored)
+    return (TestLists(tuple(t for t in instance.fail_to_pass if t not in keep),
+                      tuple(t for t in instance.pass_to_pass if t not in keep)), ignored)
+
+
+def apply_judgement(result, judged: Judgement) -> None:
+    """Copy a judgement into an InstanceResult."""
+    verdict = judged.verdict
+    result.status, result.resolved = verdict.status, verdict.resolved
+    result.f2p_success, result.f2p_failure = list(verdict.f2p_success), list(verdict.f2p_failure)
+    result.p2p_success, result.p2p_failure = list(verdict.p2p_success), list(verdict.p2p_failure)
+    result.missing, result.f2p_rate, result.p2p_rate = list(verdict.missing), verdict.f2p_rate, verdict.p2p_rate
+    result.error_reason, result.error_detail = judged.reason, judged.detail[-4000:]
+    for flag in judged.flags:
+        if flag not in result.integrity_flags:
+            result.integrity_flags.append(flag)
+    result.integrity_details.update(judged.details)
+    result.parse_source, result.parse_notes, result.collected = \
+        judged.parse_source, judged.parse_notes, judged.collected

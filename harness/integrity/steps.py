@@ -1,0 +1,156 @@
+"""The two steps the harness runs in a sandbox, and what goes in and comes out of it.
+
+Layout of ``/harness`` (a root-owned tmpfs) during one evaluation::
+
+    TRUSTED_DIR                  root, 0755 (harness.incontainer.TRUSTED_DIR, under /harness): prepare.py,
+                                 launcher.py, py/ (bootstrap, monitor, plugin, reporter), files 0444
+    /harness/in-<token>/         test user, 0700: request.json, model.diff (removed once applied)
+    /harness/plan-<token>/       root, 0700: files/ (the test files to install), plan.json (removed once read)
+    /harness/run-<token>/        test user, 0700, made just before the tests: the runner's results file
+    /harness/out-<token>/        root, 0700: evidence.json, events.jsonl, results (copied by root)
+
+One archive call puts ``trusted/``, ``in-``, ``plan-`` (with the test files, which do not
+depend on what the patch did) and ``out-`` in place; the set-up step runs as the test
+user; a second archive call puts the plan (decided from the tree truth); the launcher
+runs as root and installs the test files; one archive read takes ``out-`` back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import posixpath
+import secrets
+from dataclasses import dataclass
+
+from harness import incontainer
+from harness.engine.images import PRISTINE_TREE
+from harness.engine.sandbox import FileEntry
+
+IO_DIR = "/harness"
+TRUSTED = incontainer.TRUSTED_DIR
+BOOTSTRAP_DIR = incontainer.PY_DIR
+SYSTEM_PYTHON = "/usr/bin/python3"
+TESTBED = "/testbed"
+TEST_UID = 1000
+SERVICE_UID = 1001
+RESULTS_NAME = "results.xml"
+#: what the set-up step sends back: text files the host scans (content capped)
+CONTENT_SUFFIXES = (".py", ".pyw", ".pyi", ".pth")
+
+
+@dataclass(frozen=True)
+class Layout:
+    token: str
+    run_token: str
+
+    @classmethod
+    def new(cls) -> "Layout":
+        return cls(secrets.token_hex(8), secrets.token_hex(8))
+
+    @property
+    def in_dir(self) -> str:
+        return f"{IO_DIR}/in-{self.token}"
+
+    @property
+    def plan_dir(self) -> str:
+        return f"{IO_DIR}/plan-{self.token}"
+
+    @property
+    def out_dir(self) -> str:
+        return f"{IO_DIR}/out-{self.token}"
+
+    @property
+    def run_dir(self) -> str:
+        return f"{IO_DIR}/run-{self.run_token}"
+
+    @property
+    def staged(self) -> str:
+        return f"{self.plan_dir}/files"
+
+    @property
+    def model_patch(self) -> str:
+        return f"{self.in_dir}/model.diff"
+
+
+def apply_strategies(patch_path: str) -> list[dict]:
+    """``git apply``, then ``--3way`` (index and objects redirected outside ``.git``), then
+    ``patch --fuzz``; the set-up step resets the tree between them."""
+    return [
+        {"name": "git_apply", "argv": ["git", "apply", "--verbose", "--whitespace=nowarn", patch_path]},
+        {"name": "git_apply_3way", "isolate_git": True,
+         "argv": ["git", "apply", "--verbose", "--3way", "--whitespace=nowarn", patch_path]},
+        {"name": "patch_fuzz", "argv": ["patch", "--batch", "--forward", "--fuzz=5", "-p1", "--no-backup-if-mismatch",
+                                        "-i", patch_path]},
+    ]
+
+
+def trusted_entries() -> dict[str, FileEntry]:
+    """Every file of harness/incontainer/ for :data:`harness.incontainer.TRUSTED_DIR`,
+    root-owned and read-only (relative to /harness: the first archive call of a run)."""
+    trusted = _under_io(incontainer.TRUSTED_DIR)
+    return {trusted: FileEntry(None, incontainer.DIR_MODE, 0),
+            f"{trusted}/py": FileEntry(None, incontainer.DIR_MODE, 0),
+            **{f"{trusted}/{rel}": FileEntry(data, incontainer.FILE_MODE, 0)
+               for rel, data in incontainer.files().items()}}
+
+
+def initial_files(layout: Layout, model_patch: bytes | None, env: dict[str, str], timeout: int,
+                  limits: dict[str, int], staged: dict[str, tuple[bytes, int]]) -> dict[str, FileEntry]:
+    """Everything both steps need that does not depend on the tree truth, for one archive
+    call into /harness; ``staged`` are the test files (path -> (bytes, mode))."""
+    request = {"testbed": TESTBED, "pristine": PRISTINE_TREE, "env": env, "timeout": timeout,
+               "patch": layout.model_patch if model_patch is not None else None,
+               "strategies": apply_strategies(layout.model_patch), "content_suffixes": list(CONTENT_SUFFIXES),
+               **limits}
+    name = layout.in_dir.rsplit("/", 1)[1]
+    files = {**trusted_entries(),
+             name: FileEntry(None, 0o700, TEST_UID),
+             f"{name}/request.json": FileEntry(json.dumps(request).encode(), 0o400, TEST_UID),
+             layout.plan_dir.rsplit("/", 1)[1]: FileEntry(None, 0o700, 0),
+             layout.out_dir.rsplit("/", 1)[1]: FileEntry(None, 0o700, 0)}
+    if model_patch is not None:
+        files[f"{name}/model.diff"] = FileEntry(model_patch, 0o400, TEST_UID)
+    plan_name = layout.plan_dir.rsplit("/", 1)[1]
+    for rel, (data, mode) in staged.items():
+        files[f"{plan_name}/files/{rel}"] = FileEntry(data, mode, 0)
+    if staged:
+        files[f"{plan_name}/files"] = FileEntry(None, 0o700, 0)
+    return files
+
+
+def _under_io(path: str) -> str:
+    """``path`` relative to /harness (the trusted files go in with the same archive call)."""
+    rel = posixpath.relpath(path, IO_DIR)
+    if rel.startswith(".."):
+        raise ValueError(f"{path} must be under {IO_DIR}")
+    return rel
+
+
+def prepare_argv(layout: Layout) -> list[str]:
+    return [SYSTEM_PYTHON, "-I", "-S", f"{TRUSTED}/prepare.py", f"{layout.in_dir}/request.json"]
+
+
+def launcher_argv(layout: Layout) -> list[str]:
+    return [SYSTEM_PYTHON, "-I", "-S", f"{TRUSTED}/launcher.py", f"{layout.plan_dir}/plan.json"]
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_env(base: dict[str, str], results_path: str | None, monitor: bool) -> dict[str, str]:
+    """The test command's environment: the bootstrap directory first on PYTHONPATH (the
+    bootstrap takes itself off again), and what the bootstrap needs to know."""
+    env = dict(base)
+    env["PYTHONPATH"] = ":".join(p for p in (BOOTSTRAP_DIR, base.get("PYTHONPATH", "")) if p)
+    env["HARNESS_TESTBED"] = TESTBED
+    env["HARNESS_MONITOR"] = "1" if monitor else "0"
+    if results_path:
+        env["HARNESS_RESULTS_FILE"] = results_path
+    return env
+
+
+def plan_file(layout: Layout, plan: dict) -> dict[str, FileEntry]:
+    name = layout.plan_dir.rsplit("/", 1)[1]
+    return {f"{name}/plan.json": FileEntry(json.dumps(plan).encode(), 0o600, 0)}

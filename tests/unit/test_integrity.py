@@ -1,0 +1,283 @@
+"""Pure logic of harness/integrity: tree truth, plans, canaries, scans, evidence, rules."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from harness.grading.grade import TestLists, grade
+from harness.grading.status import ErrorReason, InstanceStatus, TestStatus
+from harness.integrity.canaries import Canary, judge_canaries, plant
+from harness.integrity.evidence import judge_evidence, parse_evidence, plugin_status
+from harness.integrity.plan import make_plan, project_modules, find_tests_root
+from harness.integrity.scan import TAMPER, added_findings, findings
+from harness.integrity.tree import MalformedTreeReport, TreeChange, TreeTruth, disagreement, parse_tree_report
+from harness.patches import PatchFiles
+
+P, F, E, S, X = TestStatus.PASSED, TestStatus.FAILED, TestStatus.ERROR, TestStatus.SKIPPED, TestStatus.XFAIL
+
+
+def tree(*changes: TreeChange) -> TreeTruth:
+    return TreeTruth(list(changes), "git_apply", 1, [], False, [])
+
+
+# --------------------------------------------------------------------------- tree truth
+
+def test_tree_report_round_trip_and_disagreement():
+    report = {"changes": [{"path": "conftest.py", "change": "created", "kind": "file", "content": "eD0x"},
+                          {"path": "pkg/a.py", "change": "modified", "kind": "file", "old_kind": "file"}],
+              "applied": "patch_fuzz", "history_commits": 1, "git_changed": [], "commands": []}
+    truth = parse_tree_report(json.dumps(report), 1 << 20)
+    assert truth.paths == {"conftest.py", "pkg/a.py"}
+    assert truth.by_path()["conftest.py"].content == b"x=1"
+    parsed = PatchFiles(("pkg/a.py",), (), ())          # e.g. a context diff the parser could not see
+    differ = disagreement(parsed, truth)
+    assert differ["only_in_tree"] == ["conftest.py"] and differ["parsed"] == ["pkg/a.py"]
+    assert disagreement(PatchFiles(("pkg/a.py",), ("conftest.py",), ()), truth) is None
+
+
+@pytest.mark.parametrize("text", ["", "not json", '{"changes": 3}', '{"changes": [{"path": 1, "change": "x"}]}'])
+def test_malformed_tree_report_is_the_harness_fault(text):
+    with pytest.raises(MalformedTreeReport):
+        parse_tree_report(text, 1 << 20)
+
+
+# --------------------------------------------------------------------------- plan
+
+PRISTINE = frozenset({"calcly/__init__.py", "calcly/stats.py", "tests/test_stats.py", "pyproject.toml",
+                      "src/other/__init__.py"})
+
+
+def test_plan_restores_test_material_and_infra_and_deletes_shadows():
+    truth = tree(TreeChange("tests/calcly", "created", "dir"),
+                 TreeChange("tests/calcly/__init__.py", "created", "file"),
+                 TreeChange("tests/helpers.py", "modified", "file"),
+                 TreeChange("iniconfig.py", "created", "file"),
+                 TreeChange("calcly.py", "created", "file"),
+                 TreeChange("calcly/stats.py", "modified", "file"),
+                 TreeChange("calcly/new.py", "created", "file"),
+                 TreeChange("pyproject.toml", "modified", "file"),
+                 TreeChange("calcly.egg-info/entry_points.txt", "modified", "file"))
+    plan = make_plan(truth, ["tests/test_stats.py"], ["tests/test_stats.py"], PRISTINE, frozenset({"iniconfig"}))
+    assert plan.delete == ["calcly.py", "iniconfig.py", "tests/calcly"]
+    assert plan.restore == ["calcly.egg-info/entry_points.txt", "pyproject.toml", "tests/helpers.py"]
+    assert plan.model_files == ["calcly/stats.py", "calcly/new.py"]
+    assert set(plan.shadows) == {"calcly.py", "iniconfig.py", "tests/calcly"}
+    assert plan.seal_trees == ["tests"] and plan.sticky == [""]
+    assert "tests/test_stats.py" in plan.seal_files and "conftest.py" in plan.seal_files
+
+
+def test_plan_is_linear_in_the_number_of_changes():
+    many = [TreeChange(f"tests/d{i}", "created", "dir") for i in range(5000)]
+    many += [TreeChange(f"tests/d{i}/f.py", "created", "file") for i in range(5000)]
+    plan = make_plan(tree(*many), ["tests/test_x.py"], ["tests/test_x.py"], PRISTINE, frozenset())
+    assert len(plan.delete) == 5000 and plan.restore == []
+
+
+def test_test_roots_and_project_modules():
+    assert find_tests_root("sympy/core/tests/test_basic.py") == "sympy/core/tests"
+    assert find_tests_root("testing/python/collect.py") == "testing"
+    assert find_tests_root("test_requests.py") is None
+    assert project_modules(PRISTINE) == {"calcly", "other"}
+
+
+# --------------------------------------------------------------------------- canaries
+
+SOURCE = b'''import pytest
+
+
+class TestThing:
+    def test_add(self):
+        assert add(1, 2) == 3
+
+    def test_name(self):
+        assert name() == "thing"
+
+
+def test_type():
+    assert isinstance(name(), str)
+'''
+
+
+def test_canaries_are_mutated_clones_in_the_same_scope():
+    files, canaries = plant({"t/test_a.py": SOURCE}, ["t/test_a.py"], {"t/test_a.py": None}, count=3,
+                            rng=random.Random(1))
+    text = files["t/test_a.py"].decode()
+    compile(text, "t/test_a.py", "exec")
+    assert len(canaries) == 3 and len({c.original for c in canaries}) == 3
+    for canary in canaries:
+        assert f"def {canary.name}(" in text
+        assert canary.test_id.startswith("t/test_a.py::") and canary.original_id != canary.test_id
+        assert (canary.cls == "TestThing") == (canary.original in ("test_add", "test_name"))
+        assert not canary.name.startswith("test_") or "TestThing" not in canary.name
+    assert text.count("assert add(1, 2) == 3") == 1                     # the original is untouched
+
+
+def test_canaries_only_change_checks_that_always_run():
+    """pytest-dev__pytest-5221's gold run: a canary whose changed assert sat inside
+    ``with pytest.raises(...)`` after the raising call never ran, passed like its original,
+    and the honest run was graded tampered. Asserts in blocks that may not run or may
+    swallow the failure (raises/suppress blocks, branches, loops, try, nested functions,
+    after a return) are never mutated."""
+    source = b"""import pytest
+
+
+def test_guarded():
+    @pytest.fixture
+    def fix():
+        assert helper() == 0
+        return 1
+
+    with pytest.raises(pytest.fail.Exception):
+        assert fix() == 1
+    if flag():
+        assert f() == 2
+    for x in items():
+        assert x == 3
+    try:
+        assert g() == 4
+    except Exception:
+        pass
+    with pytest.warns(UserWarning):
+        assert w() == 5
+    return
+    assert z() == 8
+
+
+def test_plain():
+    with open(__file__) as handle:
+        assert handle.read(1) == "i"
+    assert k() == 7
+"""
+    for seed in range(20):
+        files, canaries = plant({"t/test_a.py": source}, ["t/test_a.py"], {}, count=3, rng=random.Random(seed))
+        assert [c.original for c in canaries] == ["test_plain"], canaries
+        assert canaries[0].mutation.split(" ->")[0] in ('literal "i"', "literal 7")
+
+
+def test_canary_judgement():
+    canary = Canary("t.py", None, "test_b_x", "test_b", "literal 3 -> 50", "t.py::test_b_x", "t.py::test_b")
+    ok = judge_canaries([canary], {"t.py::test_b_x": F, "t.py::test_b": P})
+    assert ok.tampered is None and ok.any_failed
+    forged = judge_canaries([canary], {"t.py::test_b_x": P, "t.py::test_b": P})
+    assert forged.tampered and "canary_passed_with_original" in forged.flags
+    coincidence = judge_canaries([canary], {"t.py::test_b_x": P, "t.py::test_b": F})
+    assert coincidence.tampered is None and "canary_coincidence" in coincidence.flags
+    missing = judge_canaries([canary], {"t.py::test_b": F, "t.py::test_c": P})
+    assert missing.tampered and "canary_missing" in missing.flags
+    not_run = judge_canaries([canary], {"u.py::test_z": P})
+    assert not_run.tampered is None and "canary_not_run" in not_run.flags
+    raised = judge_canaries([canary], {"t.py::test_b_x": X, "t.py::test_b": X}, frozenset({"t.py::test_b_x"}))
+    assert raised.tampered and "canary_raised_by_code" in raised.flags
+    statuses = {"t.py::test_b_x": F, "t.py::test_b": P}
+    judge_canaries([canary], statuses)
+    assert "t.py::test_b_x" not in statuses                              # canaries never graded
+
+
+# --------------------------------------------------------------------------- scans
+
+@pytest.mark.parametrize("source,category", [
+    (b"x = 1\n#\rimport _pytest\n", "runner_internals"),                # a line splitter sees a comment
+    (b"import importlib\nimportlib.import_module('_py' + 'test')\n", "runner_internals"),
+    (b"m = __import__('tsetyp_'[::-1])\n", "runner_internals"),
+    (b"getattr(__import__('g' + 'c'), 'get_' + 'objects')()\n", "gc_walk"),
+    (b"import gc as g\ng.get_referrers(1)\n", "gc_walk"),
+    (b"import sys\nsys.settrace(None)\n", "trace_hook"),
+    (b"import base64\nexec(base64.b64decode('cHJpbnQoMSk='))\n", "decoded_exec"),
+    (b"import codecs\nexec(codecs.decode('cevag', 'rot13'))\n", "decoded_exec"),
+    (b"import os\nos._exit(0)\n", "output_bypass"),
+    (b"import sys\nf = sys._getframe(1).f_back\n", "frame_walk"),
+    (b"import ctypes\n", "ctypes"),
+    (b"def f(s):\n    return eval(s)\n", "dynamic_code"),
+])
+def test_scan_sees_what_python_sees(source, category):
+    found, parsed = findings(source, "pkg/x.py")
+    assert parsed and category in {f.category for f in found}, found
+
+
+def test_scan_counts_only_what_the_model_added_and_ignores_docstrings():
+    old = b'"""Uses _pytest internals in prose only."""\nimport gc\ngc.get_objects()\n'
+    new = old + b"def get_objects(self):\n    return self.objects\n"
+    assert added_findings(new, old, "x.py")[0] == []
+    assert not {f.category for f in findings(b"def audit(x):\n    return x.audit\n", "x.py")[0]} & TAMPER
+
+
+def test_scan_falls_back_to_tokens_for_unparsable_sources():
+    found, parsed = findings(b"type X = int\nimport _pytest\nmatch = (\n", "x.py")
+    assert not parsed and "runner_internals" in {f.category for f in found}
+
+
+# --------------------------------------------------------------------------- evidence
+
+def _events(*records: dict) -> bytes:
+    return b"\n".join(json.dumps(r).encode() for r in records)
+
+
+def test_evidence_judgement_seal_provenance_monitor_and_reports():
+    launcher = {"tests": {"exit_code": 1}, "results": {"present": True, "sha256": "aa"}, "seal_changed": [],
+                "new_entries": {"": [".pytest_cache"]}}
+    events = _events({"k": "boot"}, {"k": "report", "id": "t.py::a", "when": "call", "outcome": "passed"},
+                     {"k": "results_file", "sha256": "aa"})
+    clean = judge_evidence(parse_evidence(json.dumps(launcher).encode(), events), {"t.py::a": P}, ("t.py::a",),
+                           frozenset({"pkg/m.py"}), True, False, True)
+    assert clean.tampered is None and clean.ambiguous is None and clean.flags == []
+
+    bad = dict(launcher, seal_changed=["tests/test_a.py"], new_entries={"": ["conftest.py"]})
+    events = _events({"k": "boot"}, {"k": "results_file", "sha256": "bb"},
+                     {"k": "event", "event": "gc.get_objects", "file": "/opt/x/six.py", "line": 3,
+                      "stack": ["/testbed/pkg/m.py"]},
+                     {"k": "event", "event": "sys._getframe", "file": "/testbed/pkg/m.py", "line": 9},
+                     {"k": "event", "event": "sys._getframe", "file": "/testbed/pkg/other.py", "line": 9},
+                     {"k": "report", "id": "t.py::a", "when": "call", "outcome": "failed"})
+    verdict = judge_evidence(parse_evidence(json.dumps(bad).encode(), events), {"t.py::a": P}, ("t.py::a",),
+                             frozenset({"pkg/m.py"}), True, False, True)
+    for flag in ("sealed_files_changed", "infra_planted_during_run", "results_rewritten", "monitor_gc_get_objects",
+                 "monitor_sys__getframe", "results_disagree_with_runner"):
+        assert flag in verdict.flags, verdict.flags
+    assert "gc.get_objects" in verdict.tampered and verdict.ambiguous
+    assert len(verdict.details["monitor"]["sys._getframe"]) == 1       # only the model's file counts
+    runner_project = judge_evidence(parse_evidence(json.dumps(launcher).encode(), events), {}, (),
+                                    frozenset({"pkg/m.py"}), True, True, True)
+    assert "gc.get_objects" not in (runner_project.tampered or "")
+
+
+def test_evidence_reader_is_bounded_and_tolerant():
+    ev = parse_evidence(b"{", b"garbage\n" * 10 + b'{"k": "boot"}\n' + b"x" * 100000)
+    assert ev.launcher is None and ev.boot == {"k": "boot"} and len(ev.notes) == 2
+
+
+def test_plugin_status_follows_pytests_own_outcome_model():
+    assert plugin_status({"setup": {"outcome": "passed"}, "call": {"outcome": "failed"}}) is F
+    assert plugin_status({"setup": {"outcome": "failed"}}) is E
+    assert plugin_status({"setup": {"outcome": "skipped"}}) is S
+    assert plugin_status({"call": {"outcome": "skipped", "xfail": True}}) is X
+
+
+# --------------------------------------------------------------------------- the rulebook
+
+def test_outcomes_raised_by_the_code_under_test_count_neither_fixed_nor_kept():
+    tests = TestLists(("f",), ("k1", "k2"))
+    statuses = {"f": X, "k1": S, "k2": P}
+    assert grade(tests, statuses).status is InstanceStatus.FULL                       # XFAIL counts as pass
+    assert grade(tests, statuses, untrusted=frozenset({"f"})).status is InstanceStatus.NO
+    assert grade(tests, statuses, untrusted=frozenset({"k1"})).status is InstanceStatus.NO
+    assert grade(tests, statuses, untrusted=frozenset({"k1"}),
+                 control_skipped=frozenset({"k1"})).status is InstanceStatus.FULL
+    assert grade(tests, {"f": P, "k1": P, "k2": P}, untrusted=frozenset({"f", "k1"})).resolved
+    assert grade(tests, statuses, ErrorReason.RESULTS_OVER_LIMIT).status is InstanceStatus.INVALID
+    assert ErrorReason.RESULTS_OVER_LIMIT.origin == "model"
+
+
+def test_write_events_count_for_the_working_copy_and_harness_files_only():
+    events = _events({"k": "boot"},
+                     {"k": "event", "event": "open", "file": "/testbed/pkg/m.py", "line": 1,
+                      "detail": "('/tmp/scratch.txt', 'w')"},
+                     {"k": "event", "event": "open", "file": "/testbed/pkg/m.py", "line": 2,
+                      "detail": "('/testbed/tests/test_a.py', 'w')"},
+                     {"k": "event", "event": "open", "file": "/opt/x/y.py", "line": 3, "stack": ["/testbed/pkg/m.py"],
+                      "detail": "('/harness/run-1/results.xml', 'wb')"})
+    verdict = judge_evidence(parse_evidence(b"{}", events), {}, (), frozenset({"pkg/m.py"}), True, False, False)
+    assert verdict.flags == ["monitor_write_harness_files", "monitor_write_working_copy"]
+    assert "write_harness_files" in verdict.tampered
