@@ -15,6 +15,11 @@ it always names the record and the field so a user can fix it.
 
 from __future__ import annotations
 
+import difflib
+from typing import Mapping, TypeVar
+
+T = TypeVar("T")
+
 
 class HarnessError(Exception):
     """Root of every error the harness raises on purpose."""
@@ -44,6 +49,21 @@ class UnknownNameError(InputError, KeyError):
 
     def __str__(self) -> str:  # KeyError would otherwise repr() the message
         return self.args[0] if self.args else ""
+
+
+def lookup(registry: "Mapping[str, T]", name: str, *, kind: str, field: str) -> "T":
+    """``registry[name]``, or an :class:`UnknownNameError` naming the close matches.
+
+    One lookup for every registry of named parts (runners, parsers, id conventions), so
+    each suggests close names the same way (lm-eval's registries do this too).
+    """
+    try:
+        return registry[name]
+    except KeyError:
+        close = difflib.get_close_matches(name, list(registry), n=3, cutoff=0.4)
+        hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+        raise UnknownNameError(f"unknown {kind} {name!r}{hint} (registered: {', '.join(sorted(registry))})",
+                               field=field) from None
 
 
 class InfrastructureError(HarnessError):

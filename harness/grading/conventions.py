@@ -35,13 +35,12 @@ Pure: strings in, strings out.
 
 from __future__ import annotations
 
-import difflib
 import enum
 import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping
 
-from harness.errors import UnknownNameError
+from harness.errors import lookup
 from harness.grading.status import TestStatus
 
 
@@ -72,13 +71,7 @@ def register_convention(convention: Convention) -> Convention:
 
 def get_convention(name: str) -> Convention:
     """Look a convention up by name; an unknown name raises with the close matches."""
-    try:
-        return CONVENTIONS[name]
-    except KeyError:
-        close = difflib.get_close_matches(name, CONVENTIONS, n=3, cutoff=0.4)
-        hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
-        raise UnknownNameError(f"unknown test-id convention {name!r}{hint} "
-                               f"(registered: {', '.join(sorted(CONVENTIONS))})", field="id_convention") from None
+    return lookup(CONVENTIONS, name, kind="test-id convention", field="id_convention")
 
 
 def convention_for_swebench_parser(parser_name: str) -> str | None:

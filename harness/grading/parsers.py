@@ -21,13 +21,12 @@ CPU or a gigabyte of memory (worst cases: benchmarks/parsing.py, docs/BENCHMARKS
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 from xml.parsers import expat
 
-from harness.errors import UnknownNameError
+from harness.errors import lookup
 from harness.grading.status import TestStatus
 
 #: Caps on what the code under test can make the host parse.
@@ -111,14 +110,7 @@ def register(name: str, runner_args: str = "") -> Callable[[ParseFn], ParseFn]:
 
 def get_parser(name: str) -> Parser:
     """Look a parser up by name; an unknown name raises with the close matches."""
-    try:
-        return PARSERS[name]
-    except KeyError:
-        close = difflib.get_close_matches(name, PARSERS, n=3, cutoff=0.4)
-        hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
-        raise UnknownNameError(
-            f"unknown result parser {name!r}{hint} (registered: {', '.join(sorted(PARSERS))})",
-            field="parser") from None
+    return lookup(PARSERS, name, kind="result parser", field="parser")
 
 
 # --------------------------------------------------------------------------- JUnit XML

@@ -29,14 +29,13 @@ and are installed root-owned and read-only at run time under
 
 from __future__ import annotations
 
-import difflib
 import posixpath
 import re
 import shlex
 from dataclasses import dataclass
 
 from harness import incontainer, resources
-from harness.errors import UnknownNameError
+from harness.errors import lookup
 from harness.patches import PatchFiles
 
 #: Where harness/incontainer/'s modules are in every sandbox (root-owned, read-only; installed
@@ -140,10 +139,4 @@ def register_runner(runner: Runner) -> Runner:
 
 def get_runner(name: str) -> Runner:
     """Look a runner up by name; an unknown name raises with the close matches."""
-    try:
-        return RUNNERS[name]
-    except KeyError:
-        close = difflib.get_close_matches(name, RUNNERS, n=3, cutoff=0.4)
-        hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
-        raise UnknownNameError(f"unknown test runner {name!r}{hint} (registered: {', '.join(sorted(RUNNERS))})",
-                               field="runner") from None
+    return lookup(RUNNERS, name, kind="test runner", field="runner")
