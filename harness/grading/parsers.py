@@ -188,6 +188,15 @@ def is_collection_error(case: JunitCase) -> bool:
                                        or case.error.get("message") == "collection failure")
 
 
+def collection_error_path(case: JunitCase) -> str:
+    """The test file a collection error names: its ``file`` attribute, else its dotted name."""
+    path = case.attrs.get("file") or ""
+    if not path:
+        dotted = ".".join(p for p in (case.attrs.get("classname"), case.attrs.get("name")) if p)
+        path = dotted.replace(".", "/") + ".py" if dotted else "?"
+    return path
+
+
 def parse_junit(xml_bytes: bytes, known_files: Iterable[str] = ()) -> ParsedResults:
     """Parse pytest's JUnit XML (xunit1 or xunit2) into node ids and statuses, as a stream.
 
@@ -203,10 +212,7 @@ def parse_junit(xml_bytes: bytes, known_files: Iterable[str] = ()) -> ParsedResu
     def on_case(case: JunitCase) -> None:
         node_id = _junit_node_id(case.attrs, modules)
         if is_collection_error(case):
-            path = case.attrs.get("file") or ""
-            if not path:
-                dotted = ".".join(p for p in (case.attrs.get("classname"), case.attrs.get("name")) if p)
-                path = dotted.replace(".", "/") + ".py" if dotted else "?"
+            path = collection_error_path(case)
             if path not in seen_errors:
                 seen_errors.add(path)
                 result.collection_errors.append(path)

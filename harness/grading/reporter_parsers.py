@@ -28,7 +28,8 @@ from __future__ import annotations
 import re
 
 from harness.grading.parsers import (MAX_SUMMARY_LINE, MAX_SUMMARY_LINES, JunitCase, ParsedResults, ResultsTooLarge,
-                                     RunArtefacts, _record, is_collection_error, register, stream_junit)
+                                     RunArtefacts, _record, collection_error_path, is_collection_error, register,
+                                     stream_junit)
 from harness.grading.status import TestStatus
 
 #: notes kept per parse (a flood of "only in the printed output" lines costs nothing)
@@ -86,10 +87,7 @@ def junit_collection_errors(xml_bytes: bytes | None) -> list[str]:
     def on_case(case: JunitCase) -> None:
         if not is_collection_error(case):
             return
-        path = case.attrs.get("file") or ""
-        if not path:
-            dotted = ".".join(p for p in (case.attrs.get("classname"), case.attrs.get("name")) if p)
-            path = dotted.replace(".", "/") + ".py" if dotted else "?"
+        path = collection_error_path(case)
         if path not in seen:
             seen.add(path)
             found.append(path)
