@@ -100,3 +100,26 @@ def start_engine(wait_seconds: float = 90) -> None:
         time.sleep(0.5)
     tail = DOCKERD_LOG.read_text(errors="replace")[-2000:] if DOCKERD_LOG.exists() else ""
     raise EngineUnavailable(f"dockerd did not answer within {wait_seconds:.0f} s; log tail:\n{tail}")
+
+
+def run_once(client: docker.DockerClient, image: str, command: list[str], **options) -> bytes:
+    """Run ``command`` in a new container of ``image`` without network and return its stdout.
+
+    Why not ``client.containers.run(..., remove=True)``: it follows the log stream after
+    the start, and a container that exits at once can be gone from that stream before it
+    is attached: the call then returns ``b""`` for a command that printed (seen in CI).
+    Here the container is waited for first and its finished log read afterwards; the
+    engine has copied all output by the time the wait returns. A non-zero exit is a
+    ``docker.errors.ContainerError`` carrying stderr, as with ``containers.run``.
+    """
+    options.setdefault("network_mode", "none")
+    container = client.containers.create(image, command, **options)
+    try:
+        container.start()
+        status = container.wait()["StatusCode"]
+        if status != 0:
+            stderr = container.logs(stdout=False, stderr=True)
+            raise docker.errors.ContainerError(container, status, command, image, stderr)
+        return container.logs(stdout=True, stderr=False)
+    finally:
+        container.remove(force=True)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from docker.errors import APIError, DockerException, ImageNotFound
 
 from harness.engine import interpreters as interp
+from harness.engine.client import run_once
 from harness.errors import ImageBuildError
 from harness.hashing import content_hash
 
@@ -52,8 +53,7 @@ def probe_image(client, image_id: str, prefix: str) -> dict:
     script = (f"for p in {prefix}/bin/python3 {prefix}/bin/python; do [ -x $p ] && exec $p -c \"$0\"; done; "
               "echo no interpreter >&2; exit 3")
     try:
-        out = client.containers.run(image_id, ["/bin/sh", "-c", script, interp.PROBE], network_mode="none",
-                                    remove=True, user="0:0", entrypoint=[])
+        out = run_once(client, image_id, ["/bin/sh", "-c", script, interp.PROBE], user="0:0", entrypoint=[])
     except DockerException as exc:
         raise ImageBuildError(f"the interpreter in {image_id[:19]} under {prefix} does not run: {exc}") from None
     import json

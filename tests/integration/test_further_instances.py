@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.engine.client import run_once
+
 SPEC = """\
 repo: example/cext
 defaults:
@@ -121,8 +123,7 @@ def test_a_further_instance_is_a_small_layer_unless_a_build_input_changed(tmp_pa
     check = ("cd /opt/harness/testbed && test ! -e cext/old_notes.txt && grep -q \"'!!'\" cext/__init__.py "
              "&& ls cext/_fast*.so && test -d build && git rev-list --all --count "
              "&& test $(git count-objects -v | awk '/^count:/ {print $2}') -eq $(git rev-list --objects --all | wc -l)")
-    out = engine.containers.run(image.id, ["bash", "-c", check], network_mode="none", remove=True,
-                                user="1000:1000").decode()
+    out = run_once(engine, image.id, ["bash", "-c", check], user="1000:1000").decode()
     assert out.strip().endswith("1"), out
     history = engine.api.history(image.id)
     own_layers = history[: [h["Id"] for h in history].index(engine.images.get(first["image"]["tag"]).id)]
@@ -211,8 +212,7 @@ def test_what_the_install_writes_into_the_tree_is_in_the_image(tmp_path, harness
                       "--no-clone", "--predictions", "gold", run_id="pure")
     report = run.report("example__pure-1")
     assert report["status"] == "FULL", report["error_detail"]
-    listing = engine.containers.run(report["image"]["tag"], ["stat", "-c", "%U %n", "/opt/harness/testbed/pure/_version.py",
-                                                             "/opt/harness/testbed/pure/gen/deep/mark",
-                                                             "/opt/harness/testbed/pure.egg-info/PKG-INFO"],
-                                    remove=True, network_mode="none").decode()
+    listing = run_once(engine, report["image"]["tag"], ["stat", "-c", "%U %n", "/opt/harness/testbed/pure/_version.py",
+                                                        "/opt/harness/testbed/pure/gen/deep/mark",
+                                                        "/opt/harness/testbed/pure.egg-info/PKG-INFO"]).decode()
     assert [line.split()[0] for line in listing.splitlines()] == ["harness"] * 3, listing

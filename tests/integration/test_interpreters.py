@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from harness.engine.client import run_once
 from tests.fixtures.services import free_port
 from tests.integration.test_new_repository import _make_repo
 
@@ -67,8 +68,7 @@ def test_a_host_prefix_interpreter(tmp_path, harness_run, engine):
     assert interpreter["version"] == expected and interpreter["source"].startswith("pyenv 3.8")
     assert f"Python {expected}" in _python_line(report["output"])
     # the layer records what it checked: no library the interpreter needs is missing but Tk's
-    described = engine.containers.run(report["image"]["tag"], ["cat", "/opt/harness/python.json"],
-                                      network_mode="none", remove=True)
+    described = run_once(engine, report["image"]["tag"], ["cat", "/opt/harness/python.json"])
     assert set(json.loads(described)["unresolved_libs"]) <= {"libtcl8.6.so", "libtk8.6.so"}
 
 

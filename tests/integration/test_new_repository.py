@@ -8,6 +8,8 @@ import json
 import subprocess
 from pathlib import Path
 
+from harness.engine.client import run_once
+
 SPEC = """\
 repo: example/tinyparse
 defaults:
@@ -83,8 +85,7 @@ def test_a_new_repository_needs_only_a_spec_file(tmp_path, harness_run, engine):
     assert empty.report("example__tinyparse-1")["status"] == "NO"
     report = gold.report("example__tinyparse-1")
     assert report["image"]["env_tag"].startswith("harness-env:py3.13-")
-    written = engine.containers.run(report["image"]["tag"], ["cat", "/opt/harness/testbed/build/notes/from-spec.txt"],
-                                    network_mode="none", remove=True)
+    written = run_once(engine, report["image"]["tag"], ["cat", "/opt/harness/testbed/build/notes/from-spec.txt"])
     assert written == b"written by the spec's setup_files\n"
     python = [c for c in report["commands"] if c["phase"] == "tests"][0]["output_tail"]
     assert "Python 3.13" in python or "python3.13" in (gold.root / "example__tinyparse-1" / "test_output.txt").read_text()

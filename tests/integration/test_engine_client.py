@@ -1,0 +1,40 @@
+"""``run_once``: a one-shot container's output, read only after the container has finished.
+
+``containers.run(..., remove=True)`` of the Docker SDK once returned ``b""`` in CI for a
+``cat`` of a file that was there: its log stream is attached after the start and a fast
+container can be gone from it. These run many fast containers on the real engine."""
+
+from __future__ import annotations
+
+import docker
+import pytest
+
+from harness.engine.client import run_once
+from harness.engine.images import ImageBuilder
+
+
+@pytest.fixture(scope="module")
+def base_tag(engine, cache_dir) -> str:
+    return ImageBuilder(engine, cache_dir).suite_base("bookworm").tag
+
+
+
+def test_every_fast_container_gives_its_whole_output_and_is_removed(engine, base_tag):
+    before = {c.id for c in engine.containers.list(all=True)}
+    for round_ in range(25):
+        out = run_once(engine, base_tag, ["/bin/sh", "-c", f"printf 'line %s\\n' {round_} done"])
+        assert out == f"line {round_}\nline done\n".encode()
+    assert {c.id for c in engine.containers.list(all=True)} <= before
+
+
+def test_a_failing_command_raises_with_its_stderr_and_is_removed(engine, base_tag):
+    before = {c.id for c in engine.containers.list(all=True)}
+    with pytest.raises(docker.errors.ContainerError) as failure:
+        run_once(engine, base_tag, ["/bin/sh", "-c", "echo out; echo broken >&2; exit 7"])
+    assert failure.value.exit_status == 7 and b"broken" in failure.value.stderr
+    assert {c.id for c in engine.containers.list(all=True)} <= before
+
+
+def test_it_has_no_network_unless_asked(engine, base_tag):
+    interfaces = run_once(engine, base_tag, ["/bin/sh", "-c", "ls /sys/class/net"]).split()
+    assert interfaces == [b"lo"]
