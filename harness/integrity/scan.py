@@ -32,6 +32,7 @@ import ast
 import base64
 import binascii
 import codecs
+import functools
 import importlib.util
 import io
 import re
@@ -70,8 +71,10 @@ _MODULES = {"ctypes": "ctypes", "_ctypes": "ctypes", "cffi": "ctypes", "atexit":
 _NAME_RULES = {k: v for d in (_ATTRS, _QUALIFIED) for k, v in d.items()}  # for the token fallback
 
 
-def _classify(word: str) -> list[str]:
-    """Categories a name, a dotted name or a built string falls in."""
+@functools.lru_cache(maxsize=1 << 16)
+def _classify(word: str) -> tuple[str, ...]:
+    """Categories a name, a dotted name or a built string falls in (pure; cached, because
+    the same names recur thousands of times in a module)."""
     out = []
     if RUNNER_INTERNALS.search(word):
         out.append("runner_internals")
@@ -85,7 +88,7 @@ def _classify(word: str) -> list[str]:
     head = word.split(".", 1)[0]
     if head in _MODULES:
         out.append(_MODULES[head])
-    return out
+    return tuple(dict.fromkeys(out))
 
 
 _DECODERS = frozenset({"b64decode", "b32decode", "b16decode", "b85decode", "a85decode", "decodebytes", "decode",
@@ -129,9 +132,9 @@ def decode(source: bytes) -> str:
 class _Folder:
     """Best-effort constant folding of expressions that build strings."""
 
-    def __init__(self, tree: ast.AST) -> None:
+    def __init__(self, nodes: list[ast.AST]) -> None:
         self.names: dict[str, str] = {}
-        for node in ast.walk(tree):
+        for node in nodes:
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                 value = self.fold(node.value)
                 if value is not None:
@@ -209,9 +212,9 @@ class _Folder:
         return None
 
 
-def _docstrings(tree: ast.AST) -> set[int]:
+def _docstrings(nodes: list[ast.AST]) -> set[int]:
     ids = set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
             first = node.body[0]
             if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
@@ -224,11 +227,11 @@ def _call_name(node: ast.Call) -> str:
     return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
 
 
-def _aliases(tree: ast.AST, folder: "_Folder") -> dict[str, str]:
+def _aliases(nodes: list[ast.AST], folder: "_Folder") -> dict[str, str]:
     """Local names bound to modules or module attributes (``import gc as g``,
     ``from gc import get_objects as go``, ``g = __import__("gc")``)."""
     out: dict[str, str] = {}
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Import):
             for a in node.names:
                 if a.asname:
@@ -261,14 +264,16 @@ def _dotted(node: ast.AST, aliases: dict[str, str] | None = None, folder: "_Fold
 
 
 def _findings_ast(tree: ast.AST, path: str) -> list[Finding]:
-    folder, docs, out = _Folder(tree), _docstrings(tree), []
-    decoded_names = _decoded_names(tree)
-    aliases = _aliases(tree, folder)
+    # one walk, shared by every pass (walking a large module is most of a scan's cost)
+    nodes = list(ast.walk(tree))
+    folder, docs, out = _Folder(nodes), _docstrings(nodes), []
+    decoded_names = _decoded_names(nodes)
+    aliases = _aliases(nodes, folder)
 
     def add(node: ast.AST, category: str, what: str) -> None:
         out.append(Finding(path, getattr(node, "lineno", 0), category, what[:120]))
 
-    for node in ast.walk(tree):
+    for node in nodes:
         words: list[str] = []
         if isinstance(node, ast.Attribute):
             words.append(_dotted(node, aliases, folder) or "?." + node.attr)
@@ -315,15 +320,15 @@ def _findings_ast(tree: ast.AST, path: str) -> list[Finding]:
                 if _dotted(target) in ("sys.stdout", "sys.stderr"):
                     add(node, "output_bypass", f"{_dotted(target)} = ...")
         for word in words:
-            for category in dict.fromkeys(_classify(word)):
+            for category in _classify(word):
                 add(node, category, word)
     return out
 
 
-def _decoded_names(tree: ast.AST) -> frozenset[str]:
+def _decoded_names(nodes: list[ast.AST]) -> frozenset[str]:
     """Names bound to the result of a decoding call anywhere in the module."""
     names = set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) \
                 and any(isinstance(n, ast.Call) and _call_name(n) in _DECODERS for n in ast.walk(node.value)):
             names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
@@ -351,7 +356,7 @@ def _findings_tokens(text: str, path: str) -> list[Finding]:
                 word = value.decode("latin-1") if isinstance(value, bytes) else str(value)
             except (ValueError, SyntaxError, SystemError, MemoryError, RecursionError):
                 pass
-        for category in dict.fromkeys(_classify(word)):
+        for category in _classify(word):
             out.append(Finding(path, tok.start[0], category, word[:120]))
         if word in _EXEC:
             out.append(Finding(path, tok.start[0], "dynamic_code", word))
@@ -371,7 +376,7 @@ def findings(source: bytes, path: str) -> tuple[list[Finding], bool]:
 def added_findings(new: bytes, old: bytes | None, path: str) -> tuple[list[Finding], bool]:
     """Findings the new version of a file has beyond the old one (by category and name)."""
     now, parsed = findings(new, path)
-    if old is None:
+    if old is None or not now:  # nothing to subtract from: the old version need not be read
         return now, parsed
     before = Counter((f.category, f.what) for f in findings(old, path)[0])
     out = []

@@ -157,6 +157,22 @@ def test_plain():
         assert canaries[0].mutation.split(" ->")[0] in ('literal "i"', "literal 7")
 
 
+def test_canary_source_segments_are_exactly_pythons():
+    """The canaries read each test's text from one split of the module (linear); it must be
+    byte for byte what ``ast.get_source_segment`` gives, whatever the line ends."""
+    import ast
+    from harness.integrity.canaries import _Source
+    text = ("import x\r\n\r\nclass TestA:\r    def test_\u00e9(self):  # caf\u00e9\n"
+            "        assert f('\u00e9\u00e9') == 'd\u00e9j\u00e0'\x0c\n\n"
+            "def test_b():\n    assert (1 +\n            2) == 3\n    assert g() == [1,\r\n 2]")
+    tree = ast.parse(text)
+    source = _Source(text)
+    nodes = [n for n in ast.walk(tree) if hasattr(n, "end_lineno") and n.end_lineno is not None]
+    assert len(nodes) > 20
+    for node in nodes:
+        assert source.segment(node) == ast.get_source_segment(text, node), ast.dump(node)
+
+
 def test_canary_judgement():
     canary = Canary("t.py", None, "test_b_x", "test_b", "literal 3 -> 50", "t.py::test_b_x", "t.py::test_b")
     ok = judge_canaries([canary], {"t.py::test_b_x": F, "t.py::test_b": P})
@@ -201,6 +217,9 @@ def test_scan_counts_only_what_the_model_added_and_ignores_docstrings():
     old = b'"""Uses _pytest internals in prose only."""\nimport gc\ngc.get_objects()\n'
     new = old + b"def get_objects(self):\n    return self.objects\n"
     assert added_findings(new, old, "x.py")[0] == []
+    # a new version without findings needs no old version; one with more than the old has them
+    assert added_findings(b"x = 1\n", old, "x.py") == ([], True)
+    assert [f.what for f in added_findings(old + b"gc.get_objects()\n", old, "x.py")[0]] == ["gc.get_objects"]
     assert not {f.category for f in findings(b"def audit(x):\n    return x.audit\n", "x.py")[0]} & TAMPER
 
 
