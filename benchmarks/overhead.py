@@ -39,7 +39,7 @@ import _common as C  # noqa: E402
 #: report.json timings keys that are aggregates, not phases ("prepare_images" is the runner's
 #: image preparation, outside the evaluation).
 AGGREGATES = ("total", "wall", "prepare_images")
-SHOWN = ["start", "setup", "plan", "tests", "copy_out", "grade", "cleanup"]
+SHOWN = ["start", "canaries", "setup", "plan", "tests", "copy_out", "grade", "cleanup"]
 #: the commands that are docker exec round trips (the others run inside one of them)
 EXEC_PHASES = ("prepare", "launch")
 
@@ -370,7 +370,9 @@ def main(argv=None) -> int:
           "### Harness phases (median s, report.json `timings`)\n",
           C.markdown_table(["instance", *SHOWN, "other phases³", "not in timings¹", "image lookup²", "wall"],
                            phase_rows),
-          "\n*setup* = inputs in + the set-up exec (reset, history check, apply, tree diff); *plan* = host "
+          "\n*canaries* = planting the canaries in the test files (host); "
+          "*setup* = inputs in + the set-up exec (reset, history check, apply, tree diff) + reading its "
+          "report; *plan* = host "
           "decisions (tree truth, restore/seal plan, scans); *tests* = the plan in + the test exec (delete, "
           "restore, seal, re-install, services, the tests, hashes). ¹ `timings.total` minus the recorded "
           "evaluator phases. ² `wall − total`: the runner's preparation (spec, repository, export, image "

@@ -240,7 +240,9 @@ class Evaluator:
                   test_result: TestPatchResult) -> None:
         layout = steps.Layout.new()
         test_files = self.runner.test_files(test_patch)
+        t = time.monotonic()
         staged = self._plant_canaries(test_result, test_files)
+        self._phase("canaries", t)
 
         # 2-3. inputs in, set-up step
         t = time.monotonic()
@@ -252,8 +254,10 @@ class Evaluator:
         argv = steps.prepare_argv(layout)
         res = sandbox.exec(argv, timeout=self.config.setup_timeout * 4, output_limit=self.config.tree_report_limit)
         self._record("prepare", argv, res)
-        self._phase("setup", t)
-        tree = self._tree_truth(res)
+        try:
+            tree = self._tree_truth(res)
+        finally:
+            self._phase("setup", t)
 
         # 4. decisions on the host
         t = time.monotonic()

@@ -44,7 +44,7 @@ from harness.manifest import task_pins
 from harness.logs import get_logger
 from harness.predictions import Prediction
 from harness.preparation import Prepared, Preparer
-from harness.repos import GitDir, RepositoryUnavailable, blob_mode, read_blob
+from harness.repos import GitDir, RepositoryUnavailable, TreeEntry
 from harness.report import InstanceResult
 from harness.specs import EnvSpec
 
@@ -389,30 +389,45 @@ def _retryable_preparation(exc: BaseException) -> bool:
 
 class _PristineReader:
     """Reads base-commit files from the one-commit export (``HEAD``; submodule content
-    included), or from the source repository at the base commit."""
+    included), or from the source repository at the base commit.
+
+    One listing of the whole tree (``git ls-tree -r``, which the restore plan needs anyway)
+    gives every path's object and mode, and each file is read once (``git cat-file``)
+    however many steps ask for it: the test patch, the canaries and the scans read the
+    same files (three git processes per file and per step before)."""
 
     def __init__(self, repo_path: Path, commit: str) -> None:
         self._repo = GitDir(repo_path)
         self._commit = commit
         self._lock = threading.Lock()
+        self._entries: dict[str, TreeEntry] | None = None
+        self._files: dict[str, tuple[bytes, int] | None] = {}
         self._paths: frozenset[str] | None = None
 
-    def read(self, path: str):
+    def _listing(self) -> dict[str, TreeEntry]:
+        if self._entries is None:
+            self._entries = {e.path: e for e in self._repo.ls_tree(self._commit)}
+        return self._entries
+
+    def read(self, path: str) -> tuple[bytes, int] | None:
+        """The bytes and mode of a file (a blob: regular file or symlink) of the pristine
+        tree, or None when it has none at ``path``."""
         with self._lock:
-            data = read_blob(self._repo, self._commit, path)
-            if data is None:
-                return None
-            return data, blob_mode(self._repo, self._commit, path) or 0o100644
+            if path not in self._files:
+                entry = self._listing().get(path)
+                self._files[path] = None if entry is None or entry.type != "blob" else (
+                    bytes(self._repo.run("cat-file", "blob", entry.oid, binary=True)), int(entry.mode, 8))
+            return self._files[path]
 
     def paths(self) -> frozenset[str]:
-        """Every file path of the pristine tree (``git ls-tree``; cached per reader)."""
+        """Every file path of the pristine tree."""
         with self._lock:
             if self._paths is None:
-                self._paths = frozenset(e.path for e in self._repo.ls_tree(self._commit) if e.type == "blob")
+                self._paths = frozenset(p for p, e in self._listing().items() if e.type == "blob")
             return self._paths
 
     def close(self) -> None:
-        pass
+        self._files.clear()
 
 
 def load_report(path: Path) -> InstanceResult | None:

@@ -131,3 +131,23 @@ def test_github_names():
     assert github_repo_name("https://github.com/astropy/astropy-helpers.git") == "astropy/astropy-helpers"
     assert github_repo_name("git@github.com:numpy/numpydoc") == "numpy/numpydoc"
     assert github_repo_name("https://gitlab.com/x/y.git") is None
+
+
+def test_the_pristine_reader_reads_each_file_once_as_git_has_it(tmp_path):
+    """The evaluator's view of the base commit: bytes and mode of files and symlinks, None for
+    directories and absent paths, from one listing; a file asked for again is not re-read."""
+    from harness.runner import _PristineReader
+    commit = make_repo(tmp_path / "src", {"a.py": "x = 1\n", "pkg/b.py": "y = 2\n", "run.sh": "echo\n"})
+    os.chmod(tmp_path / "src" / "run.sh", 0o755)
+    os.symlink("pkg/b.py", tmp_path / "src" / "link.py")
+    git("add", "-A", cwd=tmp_path / "src")
+    git("commit", "-qm", "c2", cwd=tmp_path / "src")
+    commit = git("rev-parse", "HEAD", cwd=tmp_path / "src")
+    reader = _PristineReader(tmp_path / "src", commit)
+    assert reader.read("pkg/b.py") == (b"y = 2\n", 0o100644)
+    assert reader.read("run.sh") == (b"echo\n", 0o100755)
+    assert reader.read("link.py") == (b"pkg/b.py", 0o120000)
+    assert reader.read("pkg") is None and reader.read("nope.py") is None
+    assert reader.paths() == {"a.py", "pkg/b.py", "run.sh", "link.py"}
+    (tmp_path / "src" / ".git" / "objects").rename(tmp_path / "objects-gone")  # nothing is read again
+    assert reader.read("pkg/b.py") == (b"y = 2\n", 0o100644) and reader.read("nope.py") is None
