@@ -271,6 +271,7 @@ def main(argv=None) -> int:
                                         checkout=args.before.resolve())
                         rep = C.read_reports(runs_dir / f"before-{rnd}")[iid]
                         samples[iid]["before"].append({"cli_seconds": run.elapsed, "status": rep["status"],
+                                                       "cli_cpu_seconds": run.cpu_seconds,
                                                        "timings": rep["timings"], "decomposition": decompose(rep)})
                         continue
                     if side in ("bare", "monitored"):
@@ -323,6 +324,7 @@ def main(argv=None) -> int:
             "before_decomposition": ({k: C.median(s["decomposition"][k] for s in before)
                                       for k in before[0]["decomposition"]} if before else None),
             "before_statuses": sorted({s["status"] for s in before}),
+            "before_median_cli_cpu_seconds": C.median(s["cli_cpu_seconds"] for s in before) if before else None,
             "median_paired_monitor_cost": monitor_cost,
             "median_paired_ratio": C.median(ratios), "median_paired_overhead": C.median(paired),
             "median_cli_seconds": C.median(s["cli_seconds"] for s in h),
@@ -397,15 +399,19 @@ def main(argv=None) -> int:
                                 C.fmt(a["median_paired_overhead"], 3), str(int(d["execs"])),
                                 "-" if a["median_paired_monitor_cost"] is None
                                 else C.fmt(a["median_paired_monitor_cost"], 3),
+                                "-" if a["before_median_cli_cpu_seconds"] is None
+                                else C.fmt(a["before_median_cli_cpu_seconds"]), C.fmt(a["median_cli_cpu_seconds"]),
                                 "/".join(a["before_statuses"]) + " → " + "/".join(a["statuses"])])
         md += [f"### Before ({args.before}) and after, interleaved in the same rounds\n",
                C.markdown_table(["instance", "bare (s)", "before: wall (s)", "before: overhead (s)",
                                  "before: docker execs", "after: wall (s)", "after: overhead (s)",
-                                 "after: docker execs", "after: of which monitor+plugin (s)", "status"],
+                                 "after: docker execs", "after: of which monitor+plugin (s)",
+                                 "before: CLI CPU (s)", "after: CLI CPU (s)", "status"],
                                 before_rows),
                "\n*overhead* = median over rounds of (wall − bare) paired by round; *docker execs* = exec "
                "round trips per instance (after: the set-up step and the test step; the others run inside "
-               "them).\n"]
+               "them); *CLI CPU* = user+system CPU of the whole `harness run` process (start-up and imports "
+               "included), which machine load disturbs far less than wall time.\n"]
     cpu = [per_instance[i] for i in ids]
     md.append("\nCPU of one `harness run --instance-ids ID` invocation (medians over all instances and rounds): "
               f"harness process {C.fmt(C.median(a['median_cli_cpu_seconds'] for a in cpu))} s, dockerd + containerd "

@@ -440,7 +440,7 @@ class DockerSandbox:
 def _quiet_remove_volume(client: docker.DockerClient, name: str) -> None:
     for _ in range(5):
         try:
-            client.volumes.get(name).remove(force=True)
+            client.api.remove_volume(name, force=True)  # by name: no look-up round trip first
             return
         except NotFound:
             return
