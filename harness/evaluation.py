@@ -43,9 +43,10 @@ from harness.integrity import steps
 from harness.integrity.evidence import parse_evidence
 from harness.integrity.judge import RunContext, apply_judgement, gradable_tests, judge_run  # noqa: F401
 from harness.integrity.plan import Plan, make_plan
-from harness.integrity.scan import TAMPER, added_findings, pattern_findings
+from harness.integrity.scan import TAMPER, scan_changes
 from harness.integrity.testpatch import TestPatchResult, apply_test_patch
 from harness.integrity.tree import MalformedTreeReport, TreeTruth, disagreement, parse_tree_report
+from harness.overlap import Background
 from harness.patches import PatchFiles, check_model_patch, patch_files
 from harness.predictions import Prediction
 from harness.report import CommandRecord, InstanceResult
@@ -215,11 +216,21 @@ class Evaluator:
             return evaluation
         self._phase("validate", t0)
 
+        # the engine starts the container while the host plants the canaries (harness.overlap)
         t = time.monotonic()
-        sandbox = start_sandbox()
+        starting = Background(start_sandbox, "sandbox-start")
+        try:
+            test_files = self.runner.test_files(test_patch)
+            staged = self._plant_canaries(test_result, test_files)
+        except BaseException:
+            starting.discard(lambda sandbox: sandbox.close())
+            raise
+        self._phase("canaries", t)
+        t = time.monotonic()
+        sandbox = starting.result()
         self._phase("start", t)
         try:
-            self._sequence(sandbox, test_patch, model_files, test_result)
+            self._sequence(sandbox, test_patch, model_files, test_result, test_files, staged)
         except GradingOutcome as outcome:
             self._finish_invalid(ErrorReason(outcome.reason), str(outcome))
         finally:
@@ -237,12 +248,8 @@ class Evaluator:
         return self.prediction.model_patch == self.instance.patch
 
     def _sequence(self, sandbox: Sandbox, test_patch: PatchFiles, model_files: PatchFiles,
-                  test_result: TestPatchResult) -> None:
+                  test_result: TestPatchResult, test_files: list[str], staged: dict[str, tuple[bytes, int]]) -> None:
         layout = steps.Layout.new()
-        test_files = self.runner.test_files(test_patch)
-        t = time.monotonic()
-        staged = self._plant_canaries(test_result, test_files)
-        self._phase("canaries", t)
 
         # 2-3. inputs in, set-up step
         t = time.monotonic()
@@ -262,28 +269,17 @@ class Evaluator:
         # 4. decisions on the host
         t = time.monotonic()
         plan = self._decide(tree, model_files, test_patch, test_files)
+        # the scans only flag and judge; they never change what runs: done while the tests run
+        scanning = Background(lambda: self._scan(tree, plan), "scan")
         self._phase("plan", t)
 
-        # 5. the test step
+        # 5. the test step (the scan runs meanwhile, and has finished before anything is recorded)
         t = time.monotonic()
-        timeout = self.config.timeout or self.spec.timeout
-        results_path = f"{layout.run_dir}/{steps.RESULTS_NAME}"
-        plugin = self.config.monitor and is_pytest(self.spec)
-        command = build_test_command(self.spec, test_patch, results_path, plugin)
-        env = steps.test_env(self.env, results_path if is_pytest(self.spec) else None, self.config.monitor)
-        launch = self._launch_plan(layout, plan, test_result, staged, command, env, timeout)
-        sandbox.put_files(steps.IO_DIR, steps.plan_file(layout, launch))
-        argv = steps.launcher_argv(layout)
-        self.bare_call = {"argv": env_argv(self.env, ["/bin/bash", "-c", build_test_command(
-            self.spec, test_patch, results_path)]), "user": "1000:1000", "workdir": steps.TESTBED}
-        # ...and with the bootstrap, the monitor and the plugin, as the launcher runs it
-        self.monitored_call = {"argv": env_argv({**env, "HARNESS_EVIDENCE_FD": "9"}, [
-            "/bin/bash", "-c", f"exec 9>>/tmp/.bench-events; {command}"]), "user": "1000:1000",
-            "workdir": steps.TESTBED}
-        deadline = timeout + self.config.setup_timeout + 60 + sum(
-            s.ready_timeout + self.config.setup_timeout * len(s.setup) for s in self.spec.services) + (
-            self.spec.reinstall_timeout if launch["reinstall"] else 0)
-        res = sandbox.exec(argv, timeout=deadline, output_limit=self.config.test_output_limit, user=ROOT)
+        try:
+            argv, res, command, timeout = self._test_step(sandbox, layout, plan, test_patch, test_result, staged)
+        finally:
+            scanning.discard(lambda _: None)  # never left running past this step
+        scanning.result()
         self._record("launch", argv, res)
         self.result.commands[-1].output_tail = ""  # the test output is kept in full beside the report
         self.outputs.test_output = res.output
@@ -390,24 +386,12 @@ class Evaluator:
                 details[flag] = paths[:100]
         details["model_files"] = plan.model_files[:500]
         details["forbid_runner_internals"] = self.config.forbid_runner_internals
-        self._scan(tree, plan)
         return plan
 
     def _scan(self, tree: TreeTruth, plan: Plan) -> None:
-        kept = set(plan.model_files)
-        hits, incomplete, tokenized = [], [], []
-        for change in tree.existing_changed:
-            if change.path not in kept or not change.path.endswith(steps.CONTENT_SUFFIXES[:3]):
-                continue
-            if change.content is None:
-                incomplete.append(change.path)
-                continue
-            old = self.pristine(change.path) if change.change != "created" else None
-            found, parsed = added_findings(change.content, old[0] if old else None, change.path)
-            hits += found + pattern_findings(change.content, old[0] if old else None, change.path,
-                                             self.runner.internals)
-            if not parsed:
-                tokenized.append(change.path)
+        found = scan_changes(tree.existing_changed, set(plan.model_files), self.pristine, self.runner.internals,
+                             steps.CONTENT_SUFFIXES[:3])
+        hits, incomplete, tokenized = found.hits, found.incomplete, found.tokenized
         details, flags = self.result.integrity_details, self.result.integrity_flags
         if incomplete:
             flags.append("scan_incomplete")
@@ -441,18 +425,33 @@ class Evaluator:
             # a failed rebuild is graded, the old binaries are never tested
             reinstall = {"argv": ["/bin/bash", "-c", spec.reinstall_command], "env": self.env,
                          "timeout": spec.reinstall_timeout, "required": True}
-        return {"testbed": steps.TESTBED, "pristine": steps.PRISTINE_TREE, "out_dir": layout.out_dir,
-                "staged": layout.staged, "user": [steps.TEST_UID, steps.TEST_UID],
-                "service_user": [steps.SERVICE_UID, steps.SERVICE_UID], "base_env": BASE_ENV,
-                "setup_timeout": self.config.setup_timeout,
-                "delete": sorted({*plan.delete, *test_result.deleted}), "restore": plan.restore,
-                "install": [[p, mode] for p, (_, mode) in sorted(staged.items())],
-                "seal": {"trees": plan.seal_trees, "files": plan.seal_files, "sticky": plan.sticky},
-                "expected": {p: steps.sha256(d) for p, (d, _) in staged.items()},
-                "reinstall": reinstall, "services": services,
-                "tests": {"argv": ["/bin/bash", "-c", command], "env": env, "timeout": timeout,
-                          "run_dir": layout.run_dir, "results_name": steps.RESULTS_NAME,
-                          "results_limit": self.config.junit_limit}}
+        tests = {"argv": ["/bin/bash", "-c", command], "env": env, "timeout": timeout, "run_dir": layout.run_dir,
+                 "results_name": steps.RESULTS_NAME, "results_limit": self.config.junit_limit}
+        return steps.launch_plan(layout, plan, sorted({*plan.delete, *test_result.deleted}), staged, services,
+                                 reinstall, tests, self.config.setup_timeout, BASE_ENV)
+
+    def _test_step(self, sandbox: Sandbox, layout: steps.Layout, plan: Plan, test_patch: PatchFiles,
+                   test_result: TestPatchResult, staged: dict[str, tuple[bytes, int]]):
+        """The plan in, the launcher exec. Returns (argv, its result, the test command, the timeout)."""
+        timeout = self.config.timeout or self.spec.timeout
+        results_path = f"{layout.run_dir}/{steps.RESULTS_NAME}"
+        plugin = self.config.monitor and is_pytest(self.spec)
+        command = build_test_command(self.spec, test_patch, results_path, plugin)
+        env = steps.test_env(self.env, results_path if is_pytest(self.spec) else None, self.config.monitor)
+        launch = self._launch_plan(layout, plan, test_result, staged, command, env, timeout)
+        sandbox.put_files(steps.IO_DIR, steps.plan_file(layout, launch))
+        argv = steps.launcher_argv(layout)
+        self.bare_call = {"argv": env_argv(self.env, ["/bin/bash", "-c", build_test_command(
+            self.spec, test_patch, results_path)]), "user": "1000:1000", "workdir": steps.TESTBED}
+        # ...and with the bootstrap, the monitor and the plugin, as the launcher runs it
+        self.monitored_call = {"argv": env_argv({**env, "HARNESS_EVIDENCE_FD": "9"}, [
+            "/bin/bash", "-c", f"exec 9>>/tmp/.bench-events; {command}"]), "user": "1000:1000",
+            "workdir": steps.TESTBED}
+        deadline = timeout + self.config.setup_timeout + 60 + sum(
+            s.ready_timeout + self.config.setup_timeout * len(s.setup) for s in self.spec.services) + (
+            self.spec.reinstall_timeout if launch["reinstall"] else 0)
+        res = sandbox.exec(argv, timeout=deadline, output_limit=self.config.test_output_limit, user=ROOT)
+        return argv, res, command, timeout
 
     def _rebuild_failed(self, launcher: dict) -> RebuildFailed:
         """The verdict for a failed re-install (the envs stream's policy): the model's patch

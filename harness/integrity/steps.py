@@ -151,6 +151,19 @@ def test_env(base: dict[str, str], results_path: str | None, monitor: bool) -> d
     return env
 
 
+def launch_plan(layout: Layout, plan, delete: list[str], staged: dict[str, tuple[bytes, int]], services: list[dict],
+                reinstall: dict | None, tests: dict, setup_timeout: int, base_env: dict[str, str]) -> dict:
+    """What the launcher reads (``harness/incontainer/launcher.py`` documents each key);
+    ``plan`` is the host's :class:`harness.integrity.plan.Plan`."""
+    return {"testbed": TESTBED, "pristine": PRISTINE_TREE, "out_dir": layout.out_dir, "staged": layout.staged,
+            "user": [TEST_UID, TEST_UID], "service_user": [SERVICE_UID, SERVICE_UID], "base_env": base_env,
+            "setup_timeout": setup_timeout, "delete": delete, "restore": plan.restore,
+            "install": [[p, mode] for p, (_, mode) in sorted(staged.items())],
+            "seal": {"trees": plan.seal_trees, "files": plan.seal_files, "sticky": plan.sticky},
+            "expected": {p: sha256(d) for p, (d, _) in staged.items()},
+            "reinstall": reinstall, "services": services, "tests": tests}
+
+
 def plan_file(layout: Layout, plan: dict) -> dict[str, FileEntry]:
     name = layout.plan_dir.rsplit("/", 1)[1]
     return {f"{name}/plan.json": FileEntry(json.dumps(plan).encode(), 0o600, 0)}
