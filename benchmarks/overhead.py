@@ -372,11 +372,13 @@ def main(argv=None) -> int:
           "### Harness phases (median s, report.json `timings`)\n",
           C.markdown_table(["instance", *SHOWN, "other phases³", "not in timings¹", "image lookup²", "wall"],
                            phase_rows),
-          "\n*canaries* = planting the canaries in the test files (host); "
+          "\n*canaries* = planting the canaries in the test files (host, while the engine starts the "
+          "container; *start* is what is left of the start after that); "
           "*setup* = inputs in + the set-up exec (reset, history check, apply, tree diff) + reading its "
           "report; *plan* = host "
-          "decisions (tree truth, restore/seal plan, scans); *tests* = the plan in + the test exec (delete, "
-          "restore, seal, re-install, services, the tests, hashes). ¹ `timings.total` minus the recorded "
+          "decisions (tree truth, restore/seal plan); *tests* = the plan in + the test exec (delete, "
+          "restore, seal, re-install, services, the tests, hashes), the host scanning the model's files "
+          "meanwhile. ¹ `timings.total` minus the recorded "
           "evaluator phases. ² `wall − total`: the runner's preparation (spec, repository, export, image "
           "look-ups). ³ every other recorded phase (validate, ...).\n",
           "### Where the overhead goes (median s)\n",
