@@ -21,6 +21,7 @@ forwards then backwards, so drift in machine load hits both sides alike.
     .venv/bin/python benchmarks/overhead.py [--rounds 5] [--slow-seconds 5.5] [--out FILE]
     .venv/bin/python benchmarks/overhead.py --instances X.jsonl --predictions gold \
         --repos-dir DIR [--specs DIR] [--instance-ids ID ...]      # e.g. real SWE-bench instances
+    ... --before CHECKOUT [--middle CHECKOUT]   # other checkouts' harness, timed in the same rounds
 """
 
 from __future__ import annotations
@@ -64,6 +65,8 @@ def parse_args(argv=None):
     p.add_argument("--out", type=Path, help="raw JSON (default benchmarks/results/overhead.json)")
     p.add_argument("--before", type=Path, metavar="CHECKOUT",
                    help="also time another checkout's harness (e.g. main before a change), interleaved")
+    p.add_argument("--middle", type=Path, metavar="CHECKOUT",
+                   help="and a third checkout, timed like --before (e.g. an intermediate state of the change)")
     return p.parse_args(argv)
 
 
@@ -197,6 +200,17 @@ def decompose(report: dict) -> dict[str, float]:
     }
 
 
+def _side_summary(side: str, runs: list[dict], bares: list[float]) -> dict:
+    """Medians of another checkout's runs (paired with the bare runs of the same rounds)."""
+    if not runs:
+        return {}
+    return {f"{side}_median_wall": C.median(s["timings"]["wall"] for s in runs),
+            f"{side}_median_paired_overhead": C.median(s["timings"]["wall"] - b for s, b in zip(runs, bares)),
+            f"{side}_median_cli_cpu_seconds": C.median(s["cli_cpu_seconds"] for s in runs),
+            f"{side}_execs": C.median(s["decomposition"]["execs"] for s in runs),
+            f"{side}_statuses": sorted({s["status"] for s in runs})}
+
+
 # ----------------------------------------------------------------------------- main
 
 def main(argv=None) -> int:
@@ -254,23 +268,25 @@ def main(argv=None) -> int:
                 print(f"skipping {exc}", file=sys.stderr)
         ids = [i for i in ids if i in bare]
 
-        samples: dict[str, dict[str, list]] = {i: {"harness": [], "bare": [], "monitored": [], "before": []}
+        samples: dict[str, dict[str, list]] = {i: {"harness": [], "bare": [], "monitored": [], "before": [],
+                                                   "middle": []}
                                                for i in ids}
         for rnd in range(args.rounds):
             order = ids if rnd % 2 == 0 else list(reversed(ids))
             for iid in order:
-                sides = ["harness", "before", "bare", "monitored"]
+                sides = ["harness", "before", "middle", "bare", "monitored"]
                 sides = sides if rnd % 2 == 0 else list(reversed(sides))
                 for side in sides:
-                    if side == "before":
-                        if args.before is None:
+                    if side in ("before", "middle"):
+                        checkout = args.before if side == "before" else args.middle
+                        if checkout is None:
                             continue
                         run = C.run_cli(C.harness_args(instances=instances_path, predictions=args.predictions,
-                                                       run_id=f"before-{rnd}", output_dir=runs_dir,
+                                                       run_id=f"{side}-{rnd}", output_dir=runs_dir,
                                                        extra=["--force", "--instance-ids", iid], **common),
-                                        checkout=args.before.resolve())
-                        rep = C.read_reports(runs_dir / f"before-{rnd}")[iid]
-                        samples[iid]["before"].append({"cli_seconds": run.elapsed, "status": rep["status"],
+                                        checkout=checkout.resolve())
+                        rep = C.read_reports(runs_dir / f"{side}-{rnd}")[iid]
+                        samples[iid][side].append({"cli_seconds": run.elapsed, "status": rep["status"],
                                                        "cli_cpu_seconds": run.cpu_seconds,
                                                        "timings": rep["timings"], "decomposition": decompose(rep)})
                         continue
@@ -325,6 +341,7 @@ def main(argv=None) -> int:
                                       for k in before[0]["decomposition"]} if before else None),
             "before_statuses": sorted({s["status"] for s in before}),
             "before_median_cli_cpu_seconds": C.median(s["cli_cpu_seconds"] for s in before) if before else None,
+            **_side_summary("middle", samples[iid]["middle"], bares),
             "median_paired_monitor_cost": monitor_cost,
             "median_paired_ratio": C.median(ratios), "median_paired_overhead": C.median(paired),
             "median_cli_seconds": C.median(s["cli_seconds"] for s in h),
@@ -414,6 +431,15 @@ def main(argv=None) -> int:
                "round trips per instance (after: the set-up step and the test step; the others run inside "
                "them); *CLI CPU* = user+system CPU of the whole `harness run` process (start-up and imports "
                "included), which machine load disturbs far less than wall time.\n"]
+    if args.middle is not None:
+        md += [f"### A third checkout ({args.middle}), interleaved in the same rounds\n",
+               C.markdown_table(["instance", "bare (s)", "wall (s)", "overhead (s)", "docker execs", "CLI CPU (s)",
+                                 "status"],
+                                [[iid, C.fmt(a["median_bare"]), C.fmt(a["middle_median_wall"]),
+                                  C.fmt(a["middle_median_paired_overhead"], 3), str(int(a["middle_execs"])),
+                                  C.fmt(a["middle_median_cli_cpu_seconds"]), "/".join(a["middle_statuses"])]
+                                 for iid, a in ((i, per_instance[i]) for i in ids) if "middle_median_wall" in a]),
+               ""]
     cpu = [per_instance[i] for i in ids]
     md.append("\nCPU of one `harness run --instance-ids ID` invocation (medians over all instances and rounds): "
               f"harness process {C.fmt(C.median(a['median_cli_cpu_seconds'] for a in cpu))} s, dockerd + containerd "
