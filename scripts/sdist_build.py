@@ -82,6 +82,8 @@ def main(argv=None) -> int:
     p.add_argument("version", help="the spec version")
     p.add_argument("sdist", help="NAME==VERSION on the index")
     p.add_argument("--package", required=True, help="the importable package (where the probe module goes)")
+    p.add_argument("--package-dir", help="the package's directory in the tree (default: --package; "
+                                         "matplotlib's is lib/matplotlib)")
     p.add_argument("--probe", required=True, help="Python statements using a compiled extension")
     p.add_argument("--touch-compiled", help="a compiled source the reference patch edits (triggers the rebuild)")
     p.add_argument("--work-dir", type=Path)
@@ -107,11 +109,13 @@ def main(argv=None) -> int:
     git(repo, "commit", "-qm", f"{args.sdist} from its sdist")
     base = git(repo, "rev-parse", "HEAD").strip()
 
-    test_path = f"{args.package}/tests/test_harness_sdist_build.py"
-    tests = ("\n\ndef test_compiled_extension_works():\n" + "".join(f"    {line}\n" for line in args.probe.split(";"))
+    package_dir = args.package_dir or args.package
+    test_path = f"{package_dir}/tests/test_harness_sdist_build.py"
+    tests = ("\n\ndef test_compiled_extension_works():\n"
+             + "".join(f"    {line.strip()}\n" for line in args.probe.split(";"))
              + "\n\ndef test_reference_patch_is_there():\n"
                f"    from {args.package}._harness_probe import answer\n    assert answer() == 42\n")
-    gold = {f"{args.package}/_harness_probe.py": "def answer():\n    return 42\n"}
+    gold = {f"{package_dir}/_harness_probe.py": "def answer():\n    return 42\n"}
     if args.touch_compiled:
         comment = "\n# touched by the reference patch\n" if args.touch_compiled.endswith((".pyx", ".pxd")) \
             else "\n/* touched by the reference patch */\n"
