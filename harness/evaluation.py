@@ -32,7 +32,7 @@ from typing import Callable
 from harness.engine.images import VENV
 from harness.engine.sandbox import ROOT, ExecResult, Sandbox
 from harness.errors import (ContainerDied, GradingOutcome, InfrastructureError, PatchApplyFailed, PatchRejected,
-                            RebuildFailed, ServiceUnavailable)
+                            RebuildFailed, ServiceUnavailable, build_failure_excerpt)
 from harness.grading.grade import grade
 from harness.grading.origins import evidence_origin
 from harness.grading.parsers import get_parser
@@ -458,7 +458,8 @@ class Evaluator:
         step = next((c for c in launcher.get("commands") or [] if c.get("phase") == "reinstall"), {})
         timed_out = bool(step.get("timed_out"))
         what = f"exceeded {self.spec.reinstall_timeout} s" if timed_out else f"failed (exit {step.get('exit_code')})"
-        detail = f"re-install `{self.spec.reinstall_command}` {what}: {str(step.get('output_tail') or '')[-1500:]}"
+        excerpt = build_failure_excerpt(str(step.get("output_tail") or ""))
+        detail = f"re-install `{self.spec.reinstall_command}` {what}: {excerpt}"
         if self.prediction.is_empty:
             return RebuildFailed(detail, reason="environment_build_failed", origin="harness")
         return RebuildFailed(detail, reason="timeout" if timed_out else "rebuild_failed")
