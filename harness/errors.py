@@ -153,9 +153,9 @@ class RebuildFailed(GradingOutcome):
     origin = "model"
 
 
-#: A line that names the error a build stopped at: a compiler's ``file:line[:col]: error:``,
-#: Cython's ``Error compiling Cython file``, the last line of a Python traceback.
-_BUILD_ERROR_LINE = re.compile(r":\d+(?::\d+)?: (?:fatal )?error: |^Error compiling Cython file"
+#: A line that names the error a build stopped at: a C/C++ compiler's ``file:line[:col]:
+#: error:``, Cython's ``file.pyx:line:col: message``, the last line of a Python traceback.
+_BUILD_ERROR_LINE = re.compile(r":\d+(?::\d+)?: (?:fatal )?error: |\.(?:pyx|pxd|pxi):\d+:\d+: "
                                r"|^[A-Za-z_][\w.]*(?:Error|Exception): ")
 
 

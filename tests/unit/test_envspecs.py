@@ -174,5 +174,10 @@ def test_a_failed_rebuild_names_the_compiler_error_even_when_warnings_follow_it(
     short = "gcc -c x.c\nx.c:3:1: error: expected ';'\n"
     assert build_failure_excerpt(short) == short
     assert build_failure_excerpt("a" * 3000, limit=100) == "a" * 100
-    cython = "Error compiling Cython file:\n" + "-" * 2000 + "\nCython.Compiler.Errors.CompileError: m.pyx\n"
-    assert build_failure_excerpt(cython, limit=300).startswith("Error compiling Cython file:\n[...]\n")
+    # scikit-learn 0.21's rebuild of a broken .pyx: Cython's located message, then numpy.distutils' traceback
+    cython = ("Error compiling Cython file:\n---\ncdef this is not Cython\n         ^\n---\n\n"
+              "sklearn/utils/murmurhash.pyx:134:10: Syntax error in C variable declaration\n"
+              + "  File \"setup.py\", line 290, in <module>\n" * 60
+              + "Cython.Compiler.Errors.CompileError: sklearn/utils/murmurhash.pyx\n")
+    assert build_failure_excerpt(cython, limit=600).startswith(
+        "sklearn/utils/murmurhash.pyx:134:10: Syntax error in C variable declaration\n[...]\n")
