@@ -9,9 +9,12 @@ of the project (PASS_TO_PASS) and one that needs the reference patch (FAIL_TO_PA
 reference patch adds a small module and, with ``--touch-compiled``, also edits a compiled
 source, so the checked re-install (an incremental rebuild in the test container) runs.
 
-    .venv/bin/python scripts/sdist_build.py scikit-learn/scikit-learn 0.22 scikit-learn==0.22.2.post1 \\
+    .venv/bin/python scripts/sdist_build.py scikit-learn/scikit-learn 0.20 scikit-learn==0.20.4 \\
         --probe "from sklearn.utils.murmurhash import murmurhash3_32; assert murmurhash3_32(1) != 0" \\
         --package sklearn --touch-compiled sklearn/utils/murmurhash.pyx
+
+Measured results and the matplotlib commands: docs/REAL_INSTANCES.md ("scikit-learn and
+matplotlib: compiled builds from their PyPI sdists").
 """
 
 from __future__ import annotations
