@@ -148,7 +148,8 @@ def start(fd, options):
     _STATE["fd"] = fd
     _STATE["testbed"] = options.get("testbed", "/testbed").rstrip("/") + "/"
     _STATE["results"] = options.get("results")
-    emit({"k": "boot", "python": sys.version.split()[0], "pid": os.getpid(), "argv": sys.argv[:3],
+    # sys.argv does not exist yet while site runs on Pythons before 3.8
+    emit({"k": "boot", "python": sys.version.split()[0], "pid": os.getpid(), "argv": getattr(sys, "argv", [])[:3],
           "monitor": bool(options.get("monitor")) and hasattr(sys, "addaudithook")})
     if options.get("monitor") and hasattr(sys, "addaudithook"):
         _wrap_gc()

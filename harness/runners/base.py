@@ -101,6 +101,12 @@ class Runner:
         """Why ``test_cmd`` cannot be run by this runner, or None."""
         return None
 
+    @property
+    def reporter(self) -> bool:
+        """Whether the harness's in-container reporter runs the tests (it then states each
+        skip's and expected failure's origin and the results file's hash as evidence)."""
+        return False
+
 
 @dataclass(frozen=True)
 class ReporterRunner(Runner):
@@ -109,6 +115,10 @@ class ReporterRunner(Runner):
 
     framework: str = "unittest"
     internals: str = REPORTER_INTERNALS
+
+    @property
+    def reporter(self) -> bool:
+        return True
 
     def command(self, test_cmd: str, targets: list[str], results_path: str, parser_args: str = "") -> str:
         reporter = incontainer.trusted_path("junit_reporter.py")
