@@ -129,8 +129,8 @@ def test_a_skip_or_xfail_raised_from_library_code_is_attributed_to_it(tmp_path):
     assert ev.raised[base + "test_honest_skip"][0]["where"] == "tests/test_origins.py"
     assert ev.raised["tests/test_origins.py::SkippedInSetUp::test_never_runs"][0]["where"] == "lib/core.py"
     # the host's judgement, as for pytest: only outcomes with a frame in the model's file
-    assert code_raised(ev, frozenset({"lib/core.py"})) == {
-        base + "test_library_skip", base + "test_library_xfail", "tests/test_origins.py::SkippedInSetUp::test_never_runs"}
+    assert code_raised(ev, frozenset({"lib/core.py"})) == {base + "test_library_skip", base + "test_library_xfail",
+                                                           "tests/test_origins.py::SkippedInSetUp::test_never_runs"}
     assert code_raised(ev, frozenset({"lib/other.py"})) == frozenset()
 
 
