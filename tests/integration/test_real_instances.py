@@ -122,10 +122,9 @@ def test_sympy_skips_and_xfails_raised_by_the_code_under_test_do_not_count(harne
                   PASS_TO_PASS=record["PASS_TO_PASS"] + ["test_ccode_honest_skip"])
     code = _sympy_file(base, code_path)
     anchor = "    def _print_AugmentedAssignment(self, expr):\n"
-    forged = code.replace(anchor, "    def _print_Relational(self, expr):\n"
-                          "        from sympy.utilities.pytest import XFail\n        raise XFail('not yet')\n\n"
-                          "    def _print_sinc(self, expr):\n"
-                          "        from sympy.utilities.pytest import XFail\n        raise XFail('not yet')\n\n" + anchor)
+    raise_xfail = "        from sympy.utilities.pytest import XFail\n        raise XFail('not yet')\n\n"
+    forged = code.replace(anchor, "    def _print_Relational(self, expr):\n" + raise_xfail +
+                          "    def _print_sinc(self, expr):\n" + raise_xfail + anchor)
     fixed = _sympy_file(base, code_path, record["patch"])
     sign = "    def _print_sign(self, func):\n"
     skipping = fixed.replace(sign, sign + "        from sympy.utilities.pytest import skip\n"
