@@ -17,9 +17,9 @@ outcomes are taken from the framework's own result objects, not from its printed
 Outcome origins (the evidence the pytest plugin ``_harness_outcomes`` gives for pytest):
 for every skip and expected failure that an exception caused, one ``raised`` record goes
 through the harness's evidence channel (``_harness_monitor.emit``) with the test's native
-id, the file of every frame of that exception's traceback (``files``; the host asks whether
-one of them is a file the model changed, exactly as for pytest) and the innermost frame
-in the working copy (``where``, relative). A skip that no exception caused (a ``@skip``
+id, the distinct working-copy files of that exception's traceback, innermost first
+(``files``; the host asks whether one of them is a file the model changed, exactly as for
+pytest) and the innermost of them (``where``, relative). A skip that no exception caused (a ``@skip``
 decorator) has no frames and no record. After writing the results file the reporter
 emits its sha256 (``results_file``), so a file rewritten later (``atexit``) is detected.
 
@@ -68,34 +68,17 @@ def _exc_message(exc_info):
         return "<unprintable exception>"
 
 
-_MAX_FRAMES = 64
-
-
-def _frames(tb):
-    files = []
-    while tb is not None and len(files) < _MAX_FRAMES:
-        files.append(tb.tb_frame.f_code.co_filename)
-        tb = tb.tb_next
-    return files
-
-
-def _emit(record):
-    """The evidence channel, when the harness's bootstrap provides one (never raises)."""
+def raised(test_id, status, exc_type, tb, marker=False):
+    """Record where the exception behind a skip or an expected failure was raised: the
+    working-copy files of its traceback, innermost first (``_harness_monitor.testbed_files``)."""
     try:
         import _harness_monitor
-        _harness_monitor.emit(record)
-    except Exception:
-        pass
-
-
-def raised(test_id, status, exc_type, tb, marker=False):
-    """Record where the exception behind a skip or an expected failure was raised."""
-    files = _frames(tb)
-    testbed = _CWD.rstrip("/") + "/"
-    inner = [f for f in files if os.path.abspath(f).startswith(testbed)]
-    _emit({"k": "raised", "id": test_id, "when": "call", "status": status,
-           "exc": getattr(exc_type, "__name__", str(exc_type)), "files": files,
-           "where": _relpath(inner[-1]) if inner else None, "xfail_marker": marker})
+    except ImportError:  # no bootstrap, no evidence channel
+        return
+    files = _harness_monitor.testbed_files(tb)
+    _harness_monitor.emit({"k": "raised", "id": test_id, "when": "call", "status": status,
+                           "exc": getattr(exc_type, "__name__", "?")[:200], "files": files,
+                           "where": _relpath(files[0]) if files else None, "xfail_marker": marker})
 
 
 def record(file, cls, name, status, message="", label=None, seconds=0.0):
@@ -134,8 +117,12 @@ def write_junit():
     with open(tmp, "wb") as handle:
         handle.write(data)
     os.replace(tmp, path)
-    import hashlib
-    _emit({"k": "results_file", "sha256": hashlib.sha256(data).hexdigest(), "pid": os.getpid()})
+    try:  # the evidence channel, when the harness's bootstrap provides it
+        import hashlib
+        import _harness_monitor
+        _harness_monitor.emit({"k": "results_file", "sha256": hashlib.sha256(data).hexdigest(), "pid": os.getpid()})
+    except ImportError:
+        pass
 
 
 # --------------------------------------------------------------------------- unittest

@@ -29,12 +29,16 @@ def probe(value):
     if value == "fail":
         raise AssertionError("the library failed")
     return value
+
+
+def long_named_skip():
+    raise type("Skip" * 5000, (unittest.SkipTest,), {})("a 20,000-character class name")
 '''
 
 TESTS = '''\
 import unittest
 
-from lib import core
+from lib import core, helpers
 
 
 class Origins(unittest.TestCase):
@@ -58,6 +62,12 @@ class Origins(unittest.TestCase):
 
     def test_passes(self):
         self.assertEqual(core.probe(3), 3)
+
+    def test_buried_skip(self):
+        helpers.deep(150, lambda: core.probe("skip"))
+
+    def test_long_named_skip(self):
+        core.long_named_skip()
 
 
 class SkippedInSetUp(unittest.TestCase):
@@ -85,6 +95,7 @@ def _run(tmp_path: Path, extra_library: str = "") -> tuple[bytes, bytes, int]:
     (tmp_path / "lib").mkdir()
     (tmp_path / "lib" / "__init__.py").write_text("")
     (tmp_path / "lib" / "core.py").write_text(LIBRARY + extra_library)
+    (tmp_path / "lib" / "helpers.py").write_text("def deep(n, then):\n    return deep(n - 1, then) if n else then()\n")
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "__init__.py").write_text("")
     (tmp_path / "tests" / "test_origins.py").write_text(TESTS)
@@ -129,8 +140,11 @@ def test_a_skip_or_xfail_raised_from_library_code_is_attributed_to_it(tmp_path):
     assert ev.raised[base + "test_honest_skip"][0]["where"] == "tests/test_origins.py"
     assert ev.raised["tests/test_origins.py::SkippedInSetUp::test_never_runs"][0]["where"] == "lib/core.py"
     # the host's judgement, as for pytest: only outcomes with a frame in the model's file
-    assert code_raised(ev, frozenset({"lib/core.py"})) == {base + "test_library_skip", base + "test_library_xfail",
-                                                           "tests/test_origins.py::SkippedInSetUp::test_never_runs"}
+    # a raise under 150 frames of an unchanged helper, and one whose record would be cut at
+    # the evidence line's cap by a 20,000-character class name, are found all the same
+    assert code_raised(ev, frozenset({"lib/core.py"})) == {
+        base + "test_library_skip", base + "test_library_xfail", base + "test_buried_skip",
+        base + "test_long_named_skip", "tests/test_origins.py::SkippedInSetUp::test_never_runs"}
     assert code_raised(ev, frozenset({"lib/other.py"})) == frozenset()
 
 
@@ -145,3 +159,57 @@ def test_a_results_file_rewritten_at_exit_no_longer_has_the_stated_hash(tmp_path
     assert xml == b"<testsuite/>"     # the attack ran after the reporter had written the file
     ev = parse_evidence(b"{}", events)
     assert ev.results_file["sha256"] != hashlib.sha256(xml).hexdigest()
+
+
+PYTEST_TESTS = '''\
+import unittest
+
+import pytest
+
+from lib import core, helpers
+
+
+def test_library_skiptest():
+    core.probe("skip")
+
+
+def test_buried_skip():
+    helpers.deep(150, lambda: core.probe("skip"))
+
+
+def test_long_named_skip():
+    core.long_named_skip()
+
+
+def test_honest_skip():
+    pytest.skip("the test decides")
+
+
+class Case(unittest.TestCase):
+    def test_library_skiptest(self):
+        core.probe("skip")
+'''
+
+
+def test_the_pytest_plugin_sees_a_library_skiptest_before_pytest_reraises_it(tmp_path):
+    """pytest's unittest plugin turns a plain test's ``unittest.SkipTest`` into a skip raised
+    from pytest's own code; the outcome plugin runs first and still sees the library's."""
+    _run(tmp_path)   # the same library and helpers
+    (tmp_path / "test_plain.py").write_text(PYTEST_TESTS)
+    events = os.open(tmp_path / "pytest-events.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin"), "PYTHONPATH": str(INCONTAINER_SOURCE),
+           "HARNESS_EVIDENCE_FD": str(events), "HARNESS_TESTBED": str(tmp_path), "HARNESS_MONITOR": "1"}
+    try:
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "_harness_outcomes",
+                               "-W", "error", "test_plain.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              pass_fds=(events,), timeout=120)
+    finally:
+        os.close(events)
+    assert "5 skipped" in proc.stdout, proc.stdout + proc.stderr
+    ev = parse_evidence(b"{}", _testbed((tmp_path / "pytest-events.jsonl").read_bytes(), tmp_path))
+    expected = {"test_plain.py::test_library_skiptest", "test_plain.py::test_buried_skip",
+                "test_plain.py::test_long_named_skip"}
+    if sys.version_info >= (3, 11):   # a TestCase's skip is re-raised inside the original's handler
+        expected.add("test_plain.py::Case::test_library_skiptest")
+    assert code_raised(ev, frozenset({"lib/core.py"})) == expected
+    assert "test_plain.py::test_honest_skip" in ev.raised
