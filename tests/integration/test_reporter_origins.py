@@ -171,3 +171,13 @@ def test_unittest_runner_outcome_origins_and_results_provenance(tmp_path, harnes
     # the attack really ran: the file the host read says the unfixed F2P test passed
     saved = parse_reporter_junit((run.root / ID / "attempt-3" / "results.xml").read_bytes())
     assert saved.statuses[T + "test_halve_odd"] is TestStatus.PASSED
+
+    # harness report re-grades from the saved evidence to the same verdicts (the results-file
+    # check included: the run recorded that the reporter's evidence was expected)
+    from harness.cli import main
+    assert main(["report", str(run.root)]) == 0
+    again = {name: json.loads((run.root / ID / f"attempt-{n}" / "report.json").read_text())
+             for n, name in enumerate(attacks, 1)}
+    for name, report in reports.items():
+        assert (again[name]["status"], again[name]["error_reason"], sorted(again[name]["integrity"]["flags"])) == \
+            (report["status"], report["error_reason"], sorted(report["integrity"]["flags"])), name
