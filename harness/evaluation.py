@@ -328,7 +328,8 @@ class Evaluator:
         previous = {p: (self.pristine(p) or (None,))[0] for p in test_files}
         changed, self.canaries = canary_mod.plant({p: d for p, (d, _) in staged.items()}, test_files, previous,
                                                   count=self.config.canaries, spell=self.runner.spell_id,
-                                                  styles=(self.runner.canary_style,))
+                                                  styles=self.runner.canary_styles,
+                                                  collects_class=self.runner.collects_class)
         for path, data in changed.items():
             staged[path] = (data, staged[path][1])
         if not self.canaries:
