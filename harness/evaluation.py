@@ -135,6 +135,12 @@ def is_pytest(spec: EnvSpec) -> bool:
     return spec.runner == "pytest" and spec.parser.startswith("pytest")
 
 
+def emits_evidence(spec: EnvSpec) -> bool:
+    """The test process states outcome origins and its results file's hash on the evidence
+    fd: the outcome plugin under pytest, the in-container reporter under the others."""
+    return is_pytest(spec) or get_runner(spec.runner).reporter
+
+
 def build_test_command(spec: EnvSpec, test_patch: PatchFiles, junit_path: str, plugin: bool = False) -> str:
     """The spec's test command as its runner spells it (harness.runners): the command, its
     targets, and only then our options (the outcome plugin for pytest, then the parser's)."""
@@ -322,7 +328,8 @@ class Evaluator:
         previous = {p: (self.pristine(p) or (None,))[0] for p in test_files}
         changed, self.canaries = canary_mod.plant({p: d for p, (d, _) in staged.items()}, test_files, previous,
                                                   count=self.config.canaries, spell=self.runner.spell_id,
-                                                  styles=(self.runner.canary_style,))
+                                                  styles=self.runner.canary_styles,
+                                                  collects_class=self.runner.collects_class)
         for path, data in changed.items():
             staged[path] = (data, staged[path][1])
         if not self.canaries:
@@ -484,10 +491,11 @@ class Evaluator:
             raise InfrastructureError(f"test files did not land as written: {launcher['expected_mismatch'][:5]}")
 
     def _grade(self, evidence, test_files: list[str], plan: Plan) -> None:
+        expected = self.config.monitor and emits_evidence(self.spec)
+        self.result.integrity_details["evidence_expected"] = expected  # so that a re-grade judges alike
         ctx = RunContext(test_files=tuple(test_files), canaries=tuple(self.canaries),
                          model_files=frozenset(plan.model_files), runner_project=self.spec.runner_internals_allowed,
-                         plugin_expected=self.config.monitor and is_pytest(self.spec),
-                         control_skipped=self.control_skipped, evidence=evidence)
+                         plugin_expected=expected, control_skipped=self.control_skipped, evidence=evidence)
         judged = judge_run(self.instance, self.spec.parser, self.outputs.test_output, self.outputs.junit_xml,
                            self.result.test_exit_code, ctx, convention=self.spec.id_convention)
         if judged.infrastructure:
