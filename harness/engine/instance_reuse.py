@@ -17,6 +17,10 @@ editable-install metadata) are the same for both trees, and the new layer holds 
 what differs: the changed, added and removed files of the working tree and of its
 one-commit ``.git`` (whose objects are content-addressed loose files, so most are
 shared; objects of the earlier commit are removed so no other commit's content remains).
+When the difference does touch build inputs, but only compiled sources and packaging
+declarations (:data:`DECLARATIONS`), and the spec keeps a compiler and names a rebuild
+command, the earlier image is rebuilt incrementally instead
+(:mod:`harness.engine.incremental`, which checks what the declarations say and falls back).
 Otherwise the instance is built in full (with the compiler cache, so compilation is
 still reused).
 """
@@ -39,6 +43,10 @@ BUILD_INPUTS = ("setup.py", "setup.cfg", "pyproject.toml", "MANIFEST.in", "setup
                 "*.templ", "*.in", "_version.py", "version.py", "__pkginfo__.py", "meson.build", "CMakeLists.txt",
                 "*.cmake", "Makefile")
 DELETE_LIST = "/opt/harness/.delete-list"
+#: Packaging files the incremental path may absorb: it compares what they declare (metadata,
+#: packages, extension modules) before and after, in the build container, and falls back to
+#: a full install when the metadata or packages differ.
+DECLARATIONS = ("setup.py", "setup.cfg", "pyproject.toml", "setup_package.py", "MANIFEST.in")
 
 
 @dataclass(frozen=True)
@@ -49,13 +57,14 @@ class BuildRecord:
     export: str
     rewritten: tuple[str, ...]
     tree_time: int | None = None   # the source commit's time
+    declared: dict | None = None   # what the tree declares (harness.engine.declared), when read
 
     @classmethod
     def load(cls, path: Path) -> "BuildRecord | None":
         try:
             data = json.loads(path.read_text())
             return cls(data["inputs_hash"], data["family"], data["tag"], data["export"], tuple(data["rewritten"]),
-                       data.get("tree_time"))
+                       data.get("tree_time"), data.get("declared"))
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
@@ -64,7 +73,7 @@ class BuildRecord:
         tmp = directory / f".{self.inputs_hash}.json.tmp"
         tmp.write_text(json.dumps({"inputs_hash": self.inputs_hash, "family": self.family, "tag": self.tag,
                                    "export": self.export, "rewritten": list(self.rewritten),
-                                   "tree_time": self.tree_time}))
+                                   "tree_time": self.tree_time, "declared": self.declared}))
         os.replace(tmp, directory / f"{self.inputs_hash}.json")
 
 
@@ -75,6 +84,7 @@ class Delta:
     deleted: tuple[str, ...]        # working-tree paths removed
     git_changed: tuple[str, ...]    # .git files (relative to .git) added or changed
     git_deleted: tuple[str, ...]
+    touched: tuple[str, ...] = ()   # build inputs among changed + deleted (empty: a small layer)
 
 
 def family_key(inputs: dict) -> str:
@@ -90,11 +100,20 @@ def is_build_input(path: str, compiled_sources: tuple[str, ...]) -> bool:
     return any(fnmatch.fnmatchcase(name, p) for p in (*BUILD_INPUTS, *compiled_sources))
 
 
+def is_rebuildable(path: str, compiled_sources: tuple[str, ...]) -> bool:
+    """A build input the incremental rebuild can absorb (a compiled source or a declaration)."""
+    name = path.rsplit("/", 1)[-1]
+    return any(fnmatch.fnmatchcase(name, p) for p in (*DECLARATIONS, *compiled_sources))
+
+
 def plan(images: ImageBuilder, family: str, tree_dir: Path, compiled_sources: tuple[str, ...],
-         tree_time: int | None = None) -> tuple[Delta | None, str]:
-    """The smallest delta from an image of ``family`` built from an earlier commit (never
+         tree_time: int | None = None, *, rebuildable: bool = False) -> tuple[Delta | None, str]:
+    """The best delta from an image of ``family`` built from an earlier commit (never
     a later one: the install's outputs, e.g. an egg-info's file list, must not tell the
-    tree anything about its future) to ``tree_dir``, or (None, why not)."""
+    tree anything about its future) to ``tree_dir``, or (None, why not). With
+    ``rebuildable``, a delta whose build inputs are all compiled sources or declarations
+    qualifies too (``touched`` names them); one touching no build input is preferred,
+    then the one touching fewest, then the smallest, then the latest."""
     if tree_time is None:
         return None, "the tree's commit time is unknown"
     candidates = []
@@ -117,14 +136,21 @@ def plan(images: ImageBuilder, family: str, tree_dir: Path, compiled_sources: tu
         changed = sorted(p for p, entry in new.items() if old.get(p) != entry)
         deleted = sorted(set(old) - set(new))
         touched = [p for p in (*changed, *deleted) if is_build_input(p, compiled_sources) or p in record.rewritten]
-        if touched:
+        absorbable = rebuildable and all(is_rebuildable(p, compiled_sources) and p not in record.rewritten
+                                         for p in touched)
+        if touched and not absorbable:
             why = f"the tree differs from {record.tag} in build inputs ({', '.join(touched[:5])})"
             continue
         git_changed, git_deleted = _git_files_delta(Path(record.export, ".git"), Path(tree_dir, ".git"))
-        delta = Delta(record, tuple(changed), tuple(deleted), tuple(git_changed), tuple(git_deleted))
-        if best is None or _size(delta) < _size(best):
+        delta = Delta(record, tuple(changed), tuple(deleted), tuple(git_changed), tuple(git_deleted), tuple(touched))
+        if best is None or _rank(delta) < _rank(best):
             best = delta
     return best, ("" if best else why)
+
+
+def _rank(delta: Delta) -> tuple[int, int, int]:
+    # among equals, the nearest earlier commit (the latest built state)
+    return (len(delta.touched), _size(delta), -(delta.base.tree_time or 0))
 
 
 def _size(delta: Delta) -> int:
