@@ -99,7 +99,7 @@ def build_instance(images: ImageBuilder, name_hint: str, spec: EnvSpec, env: Ima
             # an earlier image can be rebuilt only if it kept the compiler and its build directory
             rebuildable = spec.compiler == "keep" and bool(spec.reinstall_command)
             planned, why = reuse.plan(images, family, tree_dir, spec.compiled_sources, tree_time,
-                                      rebuildable=rebuildable)
+                                      rebuildable=rebuildable, build_inputs=spec.build_inputs)
             declared = None
             if planned is not None and planned.touched:
                 labels[f"{LABEL_PREFIX}.reused-from"] = planned.base.tag

@@ -95,19 +95,25 @@ def records_dir(images: ImageBuilder) -> Path:
     return images.cache_dir / "instance-builds"
 
 
-def is_build_input(path: str, compiled_sources: tuple[str, ...]) -> bool:
+def is_build_input(path: str, compiled_sources: tuple[str, ...], build_inputs: tuple[str, ...] = ()) -> bool:
+    """``compiled_sources`` and :data:`BUILD_INPUTS` match file names, ``build_inputs``
+    (a spec's further inputs, e.g. a module the build generates C from) whole paths."""
     name = path.rsplit("/", 1)[-1]
-    return any(fnmatch.fnmatchcase(name, p) for p in (*BUILD_INPUTS, *compiled_sources))
+    return (any(fnmatch.fnmatchcase(name, p) for p in (*BUILD_INPUTS, *compiled_sources))
+            or any(fnmatch.fnmatchcase(path, p) for p in build_inputs))
 
 
-def is_rebuildable(path: str, compiled_sources: tuple[str, ...]) -> bool:
-    """A build input the incremental rebuild can absorb (a compiled source or a declaration)."""
+def is_rebuildable(path: str, compiled_sources: tuple[str, ...], build_inputs: tuple[str, ...] = ()) -> bool:
+    """A build input the incremental rebuild can absorb: a compiled source, a declaration,
+    or one of the spec's ``build_inputs`` (the rebuild regenerates what comes from it)."""
     name = path.rsplit("/", 1)[-1]
-    return any(fnmatch.fnmatchcase(name, p) for p in (*DECLARATIONS, *compiled_sources))
+    return (any(fnmatch.fnmatchcase(name, p) for p in (*DECLARATIONS, *compiled_sources))
+            or any(fnmatch.fnmatchcase(path, p) for p in build_inputs))
 
 
 def plan(images: ImageBuilder, family: str, tree_dir: Path, compiled_sources: tuple[str, ...],
-         tree_time: int | None = None, *, rebuildable: bool = False) -> tuple[Delta | None, str]:
+         tree_time: int | None = None, *, rebuildable: bool = False,
+         build_inputs: tuple[str, ...] = ()) -> tuple[Delta | None, str]:
     """The best delta from an image of ``family`` built from an earlier commit (never
     a later one: the install's outputs, e.g. an egg-info's file list, must not tell the
     tree anything about its future) to ``tree_dir``, or (None, why not). With
@@ -135,9 +141,10 @@ def plan(images: ImageBuilder, family: str, tree_dir: Path, compiled_sources: tu
         old = _listing(Path(record.export))
         changed = sorted(p for p, entry in new.items() if old.get(p) != entry)
         deleted = sorted(set(old) - set(new))
-        touched = [p for p in (*changed, *deleted) if is_build_input(p, compiled_sources) or p in record.rewritten]
-        absorbable = rebuildable and all(is_rebuildable(p, compiled_sources) and p not in record.rewritten
-                                         for p in touched)
+        touched = [p for p in (*changed, *deleted)
+                   if is_build_input(p, compiled_sources, build_inputs) or p in record.rewritten]
+        absorbable = rebuildable and all(is_rebuildable(p, compiled_sources, build_inputs)
+                                         and p not in record.rewritten for p in touched)
         if touched and not absorbable:
             why = f"the tree differs from {record.tag} in build inputs ({', '.join(touched[:5])})"
             continue

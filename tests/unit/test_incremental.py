@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 from harness.engine.incremental import DECLARED, compare, generated_siblings
-from harness.engine.instance_reuse import is_rebuildable
+from harness.engine.instance_reuse import is_build_input, is_rebuildable
 from harness.specs import DEFAULT_COMPILED_SOURCES
 
 
@@ -31,6 +31,21 @@ def test_compiled_sources_and_declarations_are_absorbable_other_build_inputs_are
         assert is_rebuildable(path, DEFAULT_COMPILED_SOURCES), path
     for path in ("requirements.txt", "pylint/__pkginfo__.py", "CMakeLists.txt", "meson.build", "x/_version.py"):
         assert not is_rebuildable(path, DEFAULT_COMPILED_SOURCES), path
+
+
+def test_a_specs_build_inputs_are_whole_paths_and_absorbable():
+    # astropy generates wcs/src/docstrings.c from wcs/docstrings.py at build time
+    extra = ("astropy/wcs/docstrings.py",)
+    assert not is_build_input("astropy/wcs/docstrings.py", DEFAULT_COMPILED_SOURCES)
+    assert is_build_input("astropy/wcs/docstrings.py", DEFAULT_COMPILED_SOURCES, extra)
+    assert is_rebuildable("astropy/wcs/docstrings.py", DEFAULT_COMPILED_SOURCES, extra)
+    assert not is_build_input("astropy/io/fits/docstrings.py", DEFAULT_COMPILED_SOURCES, extra)
+
+
+def test_the_astropy_spec_names_its_generated_c_inputs():
+    from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry
+    spec = SpecRegistry.load(DEFAULT_SPECS_DIR).get("astropy/astropy", "5.1")
+    assert spec.build_inputs == ("astropy/wcs/docstrings.py",)
 
 
 def test_unchanged_declarations_rebuild_nothing_by_definition():
