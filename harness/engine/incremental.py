@@ -43,10 +43,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import docker.errors
 from docker.types import Mount
 
 from harness.engine.images import PRISTINE_TREE, TREE_MTIME, VENV, ImageBuilder
-from harness.engine.instance_reuse import DELETE_LIST, Delta, write_delta
+from harness.engine.instance_reuse import Delta, delete_listed, write_delta
 from harness.errors import ImageBuildError
 from harness.repos import GitDir
 from harness.specs import EnvSpec
@@ -146,9 +147,8 @@ def rebuild(images: ImageBuilder, delta: Delta, spec: EnvSpec, tree_dir: Path, t
             write_delta(delta, tree_dir, delta_tar, uid)
             with open(delta_tar, "rb") as handle:
                 container.put_archive("/", handle)
-        run(f"set -e; cd {PRISTINE_TREE}; xargs -0 -r rm -rf -- < {WORK}/removed.list; "
-            f"xargs -0 -r rm -rf -- < {DELETE_LIST}; rm -f {DELETE_LIST}; "
-            f"xargs -0 -r touch -c -- < {WORK}/changed.list", "apply the tree's changes")
+        run(f"set -e; cd {PRISTINE_TREE}; xargs -0 -r rm -rf -- < {WORK}/removed.list; {delete_listed()}; "
+            f"xargs -0 -r touch -c -h -- < {WORK}/changed.list", "apply the tree's changes")
         run(declare.format(out=f"{WORK}/new.json"), "declarations of the new tree")
         new = read_json(f"{WORK}/new.json")
         changes = compare(old, new)
@@ -195,6 +195,8 @@ def rebuild(images: ImageBuilder, delta: Delta, spec: EnvSpec, tree_dir: Path, t
         return "\n".join(log), new
     except NotIncremental as exc:
         raise NotIncremental(f"{exc}\n" + "\n".join(log)[-6000:]) from None
+    except docker.errors.APIError as exc:  # e.g. a commit refused: the full install still may work
+        raise NotIncremental(f"the engine refused a step: {exc}\n" + "\n".join(log)[-6000:]) from None
     finally:
         container.remove(force=True, v=True)
 

@@ -43,6 +43,9 @@ BUILD_INPUTS = ("setup.py", "setup.cfg", "pyproject.toml", "MANIFEST.in", "setup
                 "*.templ", "*.in", "_version.py", "version.py", "__pkginfo__.py", "meson.build", "CMakeLists.txt",
                 "*.cmake", "Makefile")
 DELETE_LIST = "/opt/harness/.delete-list"
+#: Each further instance built on an earlier one adds layers; overlayfs stacks at most 128,
+#: so an image this deep is no base (the instance is built in full, starting a new chain).
+MAX_LAYERS = 100
 #: Packaging files the incremental path may absorb: it compares what they declare (metadata,
 #: packages, extension modules) before and after, in the build container, and falls back to
 #: a full install when the metadata or packages differ.
@@ -129,8 +132,9 @@ def plan(images: ImageBuilder, family: str, tree_dir: Path, compiled_sources: tu
             continue
         if record.tree_time is None or record.tree_time > tree_time:
             continue
-        if images._find(record.tag) is None:
-            continue
+        image = images._find(record.tag)
+        if image is None or len(image.attrs.get("RootFS", {}).get("Layers", ())) > MAX_LAYERS:
+            continue  # gone, or a chain of further instances as deep as the engine allows
         candidates.append(record)
     if not candidates:
         return None, "no instance image of this version from an earlier commit"
@@ -218,11 +222,16 @@ def write_delta(delta: Delta, tree_dir: Path, out: Path, uid: int) -> None:
         tar.addfile(info, io.BytesIO(data))
 
 
+def delete_listed() -> str:
+    """Shell: remove the files of :data:`DELETE_LIST` and the directories left empty by
+    them (a fresh export has no empty directories)."""
+    return (f"if [ -s {DELETE_LIST} ]; then xargs -0 -r rm -rf -- < {DELETE_LIST}; "
+            f"tr '\\0' '\\n' < {DELETE_LIST} | while read -r f; do d=$(dirname \"$f\"); "
+            f"while [ \"$d\" != {PRISTINE_TREE} ] && rmdir \"$d\" 2>/dev/null; do d=$(dirname \"$d\"); done; done; "
+            f"fi; rm -f {DELETE_LIST}")
+
+
 def dockerfile(base_tag: str) -> str:
     """FROM the earlier instance, the delta added, removed files (and directories left
     empty by them) deleted."""
-    return (f"FROM {base_tag}\nADD delta.tar /\n"
-            f"RUN set -e; if [ -s {DELETE_LIST} ]; then xargs -0 -r rm -rf -- < {DELETE_LIST}; "
-            f"tr '\\0' '\\n' < {DELETE_LIST} | while read -r f; do d=$(dirname \"$f\"); "
-            f"while [ \"$d\" != {PRISTINE_TREE} ] && rmdir \"$d\" 2>/dev/null; do d=$(dirname \"$d\"); done; done; "
-            f"fi; rm -f {DELETE_LIST}\n")
+    return f"FROM {base_tag}\nADD delta.tar /\nRUN set -e; {delete_listed()}\n"
