@@ -2,7 +2,7 @@
 by the harness: it runs under the environment's interpreter, Python 3.6 and later).
 
     python declared.py declare OUT.json    # in the project directory
-    python declared.py verify DECLARED.json OUT.json
+    python declared.py verify DECLARED.json OUT.json [STAMP]
 
 ``declare`` runs the project's ``setup.py`` up to the end of its configuration
 (``run_setup(..., stop_after="config")``: nothing is built) and writes the distribution's
@@ -12,7 +12,8 @@ compares two of these — before and after a tree changed — to decide which ex
 be rebuilt and whether the install's metadata would differ.
 
 ``verify`` checks the built state against a declaration: every declared extension module
-is built in place and imports, and the installed distribution has the declared version.
+is built in place, those built after STAMP (all without it) import, and the installed
+distribution has the declared version.
 Both write JSON to OUT (their own stdout is the project's noise).
 """
 
@@ -68,13 +69,16 @@ def declare():
     }
 
 
-def verify(declared):
+def verify(declared, stamp=None):
     import importlib
     problems = []
+    since = os.stat(stamp).st_mtime if stamp else None
     for ext in declared["extensions"]:
         if not os.path.isfile(ext["inplace"]):
             problems.append("extension %s is not built at %s" % (ext["name"], ext["inplace"]))
             continue
+        if since is not None and os.stat(ext["inplace"]).st_mtime <= since:
+            continue  # not rebuilt: it imported in the image it comes from
         try:
             importlib.import_module(ext["name"])
         except Exception as exc:  # any failure to import is a finding, reported by name
@@ -99,11 +103,11 @@ def verify(declared):
 def main(argv):
     if argv[:1] == ["declare"] and len(argv) == 2:
         result, out = declare(), argv[1]
-    elif argv[:1] == ["verify"] and len(argv) == 3:
+    elif argv[:1] == ["verify"] and len(argv) in (3, 4):
         with open(argv[1]) as handle:
             declared = json.load(handle)
         sys.path.insert(0, os.getcwd())
-        result, out = verify(declared), argv[2]
+        result, out = verify(declared, argv[3] if len(argv) == 4 else None), argv[2]
     else:
         sys.stderr.write(__doc__)
         return 2

@@ -24,8 +24,8 @@ export has the same mtime) but on content:
    puts into the environment differs: the spec's whole install command runs (on the built
    tree, so it too compiles only what changed, and its editable install writes the new
    metadata) instead of the rebuild command alone.
-3. *Afterwards it is verified*: every declared extension module is built in place and
-   imports, and the installed distribution has the declared version. Any failure —
+3. *Afterwards it is verified*: every declared extension module is built in place, each
+   one built now imports, and the installed distribution has the declared version. Any failure —
    reading the declarations, the rebuild, the check — falls back to the full install.
 
 The image holds only what the rebuild changed (the container's own layer): the changed and
@@ -169,7 +169,8 @@ def rebuild(images: ImageBuilder, delta: Delta, spec: EnvSpec, tree_dir: Path, t
         what = "install" if changes.installed else "rebuild"
         run(f"cd /testbed && bash -c {shlex.quote(command)}", f"{what}: {command}", timeout=REBUILD_TIMEOUT)
         run(f"cd /testbed && PYTHONDONTWRITEBYTECODE=1 python {WORK}/declared.py verify {WORK}/new.json "
-            f"{WORK}/verify.json > {WORK}/verify.log 2>&1 || {{ tail -c 3000 {WORK}/verify.log; exit 1; }}", "verify")
+            f"{WORK}/verify.json {STAMP} > {WORK}/verify.log 2>&1 || {{ tail -c 3000 {WORK}/verify.log; exit 1; }}",
+            "verify")
         problems = read_json(f"{WORK}/verify.json")["problems"]
         if problems:
             raise NotIncremental("the rebuilt tree does not verify: " + "; ".join(problems[:5]))

@@ -5,6 +5,7 @@ running a real setup.py with this interpreter's setuptools)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -107,3 +108,16 @@ def test_declared_reads_metadata_and_extensions_without_building(tmp_path):
     problems = json.loads(report.read_text())["problems"]
     assert any("p._fast is not built" in p for p in problems)
     assert any("installed p is (not installed" in p for p in problems)
+    # a module built after the stamp must import; one built before it is only checked to exist
+    stamp = tmp_path / "stamp"
+    stamp.write_text("")
+    ext_file = tmp_path / ext["inplace"]
+    ext_file.write_bytes(b"not a shared object")
+    os.utime(stamp, (1000, 1000))
+    subprocess.run([sys.executable, str(DECLARED), "verify", str(out), str(report), str(stamp)], cwd=tmp_path,
+                   check=True, capture_output=True)
+    assert any("p._fast does not import" in p for p in json.loads(report.read_text())["problems"])
+    os.utime(ext_file, (500, 500))
+    subprocess.run([sys.executable, str(DECLARED), "verify", str(out), str(report), str(stamp)], cwd=tmp_path,
+                   check=True, capture_output=True)
+    assert not any("p._fast" in p for p in json.loads(report.read_text())["problems"])
