@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from harness import __version__
+from harness.atomic import atomic_open
 from harness.errors import InputError
 
 MANIFEST_VERSION = 1
@@ -49,28 +50,17 @@ def write_manifest(path: Path, run_id: str, config: dict[str, Any], grading_key:
     """Write ``manifest.json`` atomically, streaming the per-task pins (memory does not
     grow with the number of tasks). Same document as :func:`build_manifest`. Returns the
     number of tasks written."""
-    import os
-    import tempfile
     head = build_manifest(run_id, config, grading_key, {}, inputs)
     del head["tasks"]
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     count = 0
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            text = json.dumps(head, indent=2, default=str)
-            out.write(text[:-2] + ',\n  "tasks": {')
-            for key, value in pins:
-                out.write(("\n    " if count == 0 else ",\n    ") + json.dumps(key) + ": "
-                          + json.dumps(value, sort_keys=True, default=str))
-                count += 1
-            out.write("\n  }\n}\n")
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_open(path, "w", encoding="utf-8") as out:
+        text = json.dumps(head, indent=2, default=str)
+        out.write(text[:-2] + ',\n  "tasks": {')
+        for key, value in pins:
+            out.write(("\n    " if count == 0 else ",\n    ") + json.dumps(key) + ": "
+                      + json.dumps(value, sort_keys=True, default=str))
+            count += 1
+        out.write("\n  }\n}\n")
     return count
 
 

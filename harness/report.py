@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from harness import __version__
+from harness.atomic import atomic_open
 from harness.grading.status import ErrorReason, InstanceStatus
 
 #: Version of the report.json / summary.json layout.
@@ -315,15 +315,5 @@ def encode_text(text: str) -> bytes:
 
 
 def write_text_atomic(path: Path, text: str | bytes) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(encode_text(text) if isinstance(text, str) else text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_open(path, "wb") as handle:
+        handle.write(encode_text(text) if isinstance(text, str) else text)

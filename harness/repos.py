@@ -351,7 +351,9 @@ def _missing_message(repo: GitDir, commit: str, lacking: list[tuple[str, str]]) 
     named = ", ".join(f"{path} (object {oid})" for path, oid in lacking[:10])
     more = f" and {len(lacking) - 10} more" if len(lacking) > 10 else ""
     return (f"{repo.git_dir} lacks {len(lacking)} object(s) of commit {commit[:12]}'s tree: {named}{more} "
-            "(a partial or damaged clone; fetch the full repository)")
+            "(a partial or damaged clone; fetch the full repository, or add a file whose content you "
+            "have with `git hash-object -w --no-filters FILE`: git stores it only under the id its "
+            "content hashes to, so a wrong file cannot stand in for the object)")
 
 
 def check_objects(repo: GitDir, commit: str, instance_id: str = "") -> None:

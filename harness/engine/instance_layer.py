@@ -26,6 +26,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import shutil
 import shlex
 import tarfile
 import tempfile
@@ -248,11 +249,7 @@ def _install_in_container(images: ImageBuilder, parent: ImageRef, spec: EnvSpec,
                 member = tar.getmembers()[0]
                 source = tar.extractfile(member)
                 with open(delta, "wb") as handle:
-                    while True:
-                        block = source.read(1 << 20)
-                        if not block:
-                            break
-                        handle.write(block)
+                    shutil.copyfileobj(source, handle, 1 << 20)
         return log + f"\n# install and collect: {time.monotonic() - started:.1f} s\n", written
     finally:
         container.remove(force=True, v=True)

@@ -20,13 +20,13 @@ import dataclasses
 import hashlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
 
 from harness import __version__
+from harness.atomic import atomic_open
 from harness.results.instance_detail import load_instance_detail
 from harness.results.run_data import INSTANCE_PAGE, load_run
 from harness.results.run_report import build_run_report
@@ -67,14 +67,9 @@ class SitePaths:
 
 
 def _write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    # pages are rendered again from report.json when lost, so no fsync per page
+    with atomic_open(path, "w", durable=False, encoding="utf-8", errors="surrogateescape") as handle:
+        handle.write(text)
 
 
 def _fingerprint(directory: Path, run_id: str, siblings: tuple[tuple[str, str], ...]) -> str:
