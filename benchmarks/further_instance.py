@@ -121,7 +121,10 @@ preparer = Preparer(client, SpecRegistry.load(DEFAULT_SPECS_DIR, Path(specs)),
 started = time.monotonic()
 prepared = preparer.prepare(instance)
 seconds = time.monotonic() - started
+labels = getattr(prepared.image, "labels", None) or {}
+path = labels.get("org.harness.rebuilt") or ("small layer" if labels.get("org.harness.reused-from") else "full")
 print("HARNESS-BENCH " + json.dumps({"seconds": seconds, "image": prepared.image.tag, "built": prepared.image.built,
+                                      "path": path,
                                       "instance_build_seconds": prepared.image.build_seconds,
                                       "breakdown": getattr(prepared, "timings", None)}))
 """
@@ -144,7 +147,8 @@ def run_one(side_root: Path, python_path: Path | None, instances: Path, iid: str
     data = json.loads(line.split(" ", 1)[1]) if line else {}
     return {"instance": iid, "exit": proc.returncode, "process_seconds": round(elapsed, 2),
             "prepare_seconds": round(data["seconds"], 2) if data else None, "image": data.get("image"),
-            "built": data.get("built"), "instance_build_seconds": data.get("instance_build_seconds"),
+            "built": data.get("built"), "path": data.get("path"),
+            "instance_build_seconds": data.get("instance_build_seconds"),
             "breakdown": data.get("breakdown"), "error": proc.stderr[-800:] if proc.returncode else ""}
 
 

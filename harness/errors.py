@@ -16,6 +16,7 @@ it always names the record and the field so a user can fix it.
 from __future__ import annotations
 
 import difflib
+import re
 from typing import Mapping, TypeVar
 
 T = TypeVar("T")
@@ -150,3 +151,24 @@ class RebuildFailed(GradingOutcome):
 
     reason = "rebuild_failed"
     origin = "model"
+
+
+#: A line that names the error a build stopped at: a C/C++ compiler's ``file:line[:col]:
+#: error:``, Cython's ``file.pyx:line:col: message``, the last line of a Python traceback.
+_BUILD_ERROR_LINE = re.compile(r":\d+(?::\d+)?: (?:fatal )?error: |\.(?:pyx|pxd|pxi):\d+:\d+: "
+                               r"|^[A-Za-z_][\w.]*(?:Error|Exception): ")
+
+
+def build_failure_excerpt(output: str, limit: int = 1500) -> str:
+    """The end of a failed build's output (at most ``limit`` characters), led by its first
+    error lines when they are not in that end: setuptools prints pages of deprecation
+    text after the compiler's error (matplotlib 3.3's rebuild), and a verdict's detail
+    that omits the error explains nothing."""
+    tail = output[-limit:]
+    errors = [line.strip()[:300] for line in output.splitlines() if _BUILD_ERROR_LINE.search(line.strip())]
+    missing = [line for line in dict.fromkeys(errors) if line not in tail][:3]
+    if not missing:
+        return tail
+    head = "\n".join(missing) + "\n[...]\n"
+    room = limit - len(head)
+    return (head + output[-room:])[:limit] if room > 0 else head[:limit]

@@ -32,7 +32,7 @@ from typing import Callable
 from harness.engine.images import VENV
 from harness.engine.sandbox import ROOT, ExecResult, Sandbox
 from harness.errors import (ContainerDied, GradingOutcome, InfrastructureError, PatchApplyFailed, PatchRejected,
-                            RebuildFailed, ServiceUnavailable)
+                            RebuildFailed, ServiceUnavailable, build_failure_excerpt)
 from harness.grading.grade import grade
 from harness.grading.origins import evidence_origin
 from harness.grading.parsers import get_parser
@@ -134,6 +134,12 @@ def test_files_of(test_patch: PatchFiles, runner: str = "pytest") -> list[str]:
 def is_pytest(spec: EnvSpec) -> bool:
     """pytest runs the tests (the outcome-origin plugin and the results-file provenance apply)."""
     return spec.runner == "pytest" and spec.parser.startswith("pytest")
+
+
+def emits_evidence(spec: EnvSpec) -> bool:
+    """The test process states outcome origins and its results file's hash on the evidence
+    fd: the outcome plugin under pytest, the in-container reporter under the others."""
+    return is_pytest(spec) or get_runner(spec.runner).reporter
 
 
 def build_test_command(spec: EnvSpec, test_patch: PatchFiles, junit_path: str, plugin: bool = False) -> str:
@@ -322,7 +328,8 @@ class Evaluator:
         previous = {p: (self.pristine(p) or (None,))[0] for p in test_files}
         changed, self.canaries = canary_mod.plant({p: d for p, (d, _) in staged.items()}, test_files, previous,
                                                   count=self.config.canaries, spell=self.runner.spell_id,
-                                                  styles=(self.runner.canary_style,))
+                                                  styles=self.runner.canary_styles,
+                                                  collects_class=self.runner.collects_class)
         for path, data in changed.items():
             staged[path] = (data, staged[path][1])
         if not self.canaries:
@@ -461,7 +468,8 @@ class Evaluator:
         step = next((c for c in launcher.get("commands") or [] if c.get("phase") == "reinstall"), {})
         timed_out = bool(step.get("timed_out"))
         what = f"exceeded {self.spec.reinstall_timeout} s" if timed_out else f"failed (exit {step.get('exit_code')})"
-        detail = f"re-install `{self.spec.reinstall_command}` {what}: {str(step.get('output_tail') or '')[-1500:]}"
+        excerpt = build_failure_excerpt(str(step.get("output_tail") or ""))
+        detail = f"re-install `{self.spec.reinstall_command}` {what}: {excerpt}"
         if self.prediction.is_empty:
             return RebuildFailed(detail, reason="environment_build_failed", origin="harness")
         return RebuildFailed(detail, reason="timeout" if timed_out else "rebuild_failed")
@@ -486,10 +494,11 @@ class Evaluator:
             raise InfrastructureError(f"test files did not land as written: {launcher['expected_mismatch'][:5]}")
 
     def _grade(self, evidence, test_files: list[str], plan: Plan) -> None:
+        expected = self.config.monitor and emits_evidence(self.spec)
+        self.result.integrity_details["evidence_expected"] = expected  # so that a re-grade judges alike
         ctx = RunContext(test_files=tuple(test_files), canaries=tuple(self.canaries),
                          model_files=frozenset(plan.model_files), runner_project=self.spec.runner_internals_allowed,
-                         plugin_expected=self.config.monitor and is_pytest(self.spec),
-                         control_skipped=self.control_skipped, evidence=evidence)
+                         plugin_expected=expected, control_skipped=self.control_skipped, evidence=evidence)
         judged = judge_run(self.instance, self.spec.parser, self.outputs.test_output, self.outputs.junit_xml,
                            self.result.test_exit_code, ctx, convention=self.spec.id_convention)
         if judged.infrastructure:

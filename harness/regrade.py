@@ -2,7 +2,8 @@
 
 For every instance directory that reached the test run, the saved ``test_output.txt``,
 ``results.xml``, ``evidence.json``, ``events.jsonl``, ``instance.json`` and the report's
-recorded parser, exit code, canaries and the model's files (tree truth) are graded again
+recorded parser, exit code, canaries, the model's files (tree truth) and what the
+reference-patch control said (``integrity.control``, harness/control.py) are graded again
 with the current rules; instances that never reached the tests (patch
 did not apply, timeout, build failure) keep their verdict. ``report.json`` files and
 ``summary.json`` are rewritten atomically.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from harness.control import apply_control, recorded_facts
 from harness.errors import InputError
 from harness.evaluation import settle_origin, test_files_of
 from harness.grading.status import ErrorReason, InstanceStatus
@@ -22,6 +24,7 @@ from harness.integrity.evidence import parse_evidence
 from harness.integrity.judge import RunContext, apply_judgement, judge_run
 from harness.patches import patch_files
 from harness.report import InstanceResult, summarise, write_json_atomic
+from harness.runners import get_runner
 
 
 def regrade_run(run_dir: Path) -> dict:
@@ -53,15 +56,19 @@ def regrade_run(run_dir: Path) -> dict:
 
             output = (read("test_output.txt") or b"").decode("utf-8", "replace")
             evidence = read("evidence.json")
+            control = recorded_facts(result)
             keep = {f for f in result.integrity_flags if f.startswith("patch_") or f in _SET_UP_FLAGS}
             result.integrity_flags = [f for f in result.integrity_flags if f in keep]
             parser = result.parser or "pytest"
             forbid = bool(result.integrity_details.get("forbid_runner_internals", True))
+            # what the run expected of the evidence (older reports: what the runner states)
+            expected = result.integrity_details.get("evidence_expected")
+            if not isinstance(expected, bool):
+                expected = runner == "pytest" and parser.startswith("pytest") or get_runner(runner).reporter
             ctx = RunContext(test_files=tuple(test_files), canaries=canaries,
                              model_files=frozenset(result.integrity_details.get("model_files") or ()),
-                             runner_project=not forbid,
-                             plugin_expected=(runner == "pytest" and parser.startswith("pytest")
-                                              and evidence is not None),
+                             runner_project=not forbid, plugin_expected=expected and evidence is not None,
+                             control_skipped=frozenset((control or {}).get("skipped") or ()),
                              evidence=parse_evidence(evidence, read("events.jsonl")) if evidence else None)
             apply_judgement(result, judge_run(instance, parser, output, read("results.xml"),
                                               result.test_exit_code, ctx,
@@ -74,6 +81,8 @@ def regrade_run(run_dir: Path) -> dict:
             patch = directory / "patch.diff"
             settle_origin(result, patch.exists()
                           and patch.read_text(encoding="utf-8", errors="surrogateescape") == instance.patch)
+            if control is not None:  # as the run did after settling the origin (harness/batch.py)
+                apply_control(result, instance, control)
             write_json_atomic(report_path, result.to_report())
         if before != (result.status, result.error_reason):
             changed.append(result.instance_id)

@@ -32,6 +32,7 @@ from tenacity import (RetryCallState, Retrying, retry_if_exception, retry_if_exc
                       wait_exponential)
 
 from harness import __version__, incontainer
+from harness.control import apply_control, control_facts
 from harness.engine.sandbox import DockerBackend, Limits
 from harness.engine.client import engine_alive
 from harness.errors import (ContainerDied, EngineLost, ImageBuildError, InfrastructureError, InputError,
@@ -344,42 +345,19 @@ def failure_result(task: Task, reason: ErrorReason, exc: BaseException, grading_
 def control_skips(instance: Instance, control_dir: Path | None) -> frozenset[str]:
     """Graded tests the reference-patch control run reported SKIPPED (a P2P skip there too
     is kept here even when the code under test raised it)."""
-    if control_dir is None:
-        return frozenset()
-    control = load_report(Path(control_dir) / instance.instance_id / "report.json")
-    if control is None:
-        return frozenset()
-    outcomes = control.integrity_details.get("skipped_or_xfailed") or {}
-    return frozenset(t for t, s in outcomes.items() if s == "SKIPPED") if isinstance(outcomes, dict) else frozenset()
+    facts = control_facts(instance, control_dir) if control_dir is not None else None
+    return frozenset(facts["skipped"]) if facts else frozenset()
 
 
 def compare_with_control(result: InstanceResult, instance: Instance, control_dir: Path) -> None:
-    """Flag a run that collected fewer of the graded tests than the reference-patch
-    control run of the same instance did (tests deleted, renamed or hidden); and a run
-    that failed the way the control failed is not charged to the model
-    (harness/grading/origins.py)."""
-    control = load_report(Path(control_dir) / instance.instance_id / "report.json")
-    if control is None:
+    """Record what the control of the same instance says (``integrity.control``) and judge
+    the run against it (harness/control.py): a run that failed the way the control failed
+    is not charged to the model; one that collected fewer graded tests is flagged."""
+    facts = control_facts(instance, control_dir)
+    if facts is None:
         return
-    from harness.grading.origins import same_failure_as_control
-    if same_failure_as_control(result.error_reason, control.error_reason,
-                               result.integrity_details.get("collection_errors", []),
-                               control.integrity_details.get("collection_errors", [])):
-        result.origin = "harness" if result.error_reason.origin != "harness" else None
-        result.integrity_flags.append("failed_like_control")
-        result.integrity_details["control_error_reason"] = control.error_reason.value
-        return
-    # an INVALID run's collected list means nothing, except when the reason is that graded
-    # tests were never collected (a test module stopped importing): compare that one too
-    collection_error = result.error_reason is ErrorReason.COLLECTION_ERROR
-    if not control.collected or (result.status is InstanceStatus.INVALID and not collection_error):
-        return
-    graded = {*instance.fail_to_pass, *instance.pass_to_pass}
-    lost = sorted((graded & set(control.collected)) - set(result.collected))
-    result.integrity_details["control_collected"] = len(set(control.collected) & graded)
-    if lost:
-        result.integrity_flags.append("collected_fewer_than_control")
-        result.integrity_details["not_collected_but_in_control"] = lost[:50]
+    result.integrity_details["control"] = facts
+    apply_control(result, instance, facts)
 
 
 def _retryable_preparation(exc: BaseException) -> bool:

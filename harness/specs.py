@@ -54,11 +54,11 @@ _FIELDS = {
     "install", "reinstall_after_patch", "reinstall", "test_cmd", "parser", "env", "services",
     "timeout", "test_directives", "setup_files", "runner_internals_allowed", "runner", "id_convention",
     "interpreter", "installer", "build_requires", "install_extras", "compiler", "reinstall_timeout",
-    "compiled_sources", "submodules", "resolve_as_of", "downloads", "yield_to_tree",
+    "compiled_sources", "submodules", "resolve_as_of", "downloads", "yield_to_tree", "build_inputs",
 }
 #: Fields that are lists of strings: a version entry may extend them with ``<name>+``.
 _LIST_FIELDS = {"apt_packages", "requirements", "pre_install", "installer", "build_requires", "install_extras",
-                "compiled_sources", "yield_to_tree"}
+                "compiled_sources", "yield_to_tree", "build_inputs"}
 _TOP_LEVEL = {"repo", "defaults", "versions"}
 COMPILER_MODES = ("none", "build", "keep")
 #: Sources whose change needs a rebuild of compiled extensions (``reinstall_after_patch: auto``).
@@ -159,7 +159,9 @@ class EnvSpec:
     compiler) or "keep" (the test image keeps it, so a patch to C sources can be
     rebuilt). ``reinstall_after_patch`` is "always", "never" or "auto" (when the patch
     touches ``compiled_sources``); the re-install runs ``reinstall`` (default: the
-    ``install`` command) under ``reinstall_timeout`` seconds.
+    ``install`` command) under ``reinstall_timeout`` seconds. ``build_inputs`` are
+    further files (path globs) the install builds from, e.g. a module it generates C
+    from: an instance whose tree changes one is rebuilt, never an earlier one reused as is.
     """
 
     repo: str
@@ -189,6 +191,7 @@ class EnvSpec:
     compiler: str = "none"
     reinstall_timeout: int = 900
     compiled_sources: tuple[str, ...] = DEFAULT_COMPILED_SOURCES
+    build_inputs: tuple[str, ...] = ()
     submodules: tuple[tuple[str, str], ...] = ()
     #: resolve unpinned requirements as the index was on this date (``uv --exclude-newer``)
     resolve_as_of: str = ""
@@ -432,7 +435,7 @@ def _build(repo: str, version: str, merged: dict, source: str) -> EnvSpec:
         install_extras=str_list("install_extras"), compiler=compiler, reinstall_timeout=reinstall_timeout,
         compiled_sources=str_list("compiled_sources") if merged.get("compiled_sources") else DEFAULT_COMPILED_SOURCES,
         submodules=submodules, resolve_as_of=as_of, downloads=tuple(downloads),
-        yield_to_tree=str_list("yield_to_tree"), source=source,
+        yield_to_tree=str_list("yield_to_tree"), build_inputs=str_list("build_inputs"), source=source,
     )
 
 

@@ -16,7 +16,9 @@ environment image (``compiler: none|build``) or of the environment with the comp
 (``compiler: keep``). The test image of ``build`` therefore never holds the compiler.
 
 A further instance of a version whose tree differs from an earlier instance's in no build
-input is a small layer on that instance's image instead (:mod:`harness.engine.instance_reuse`).
+input is a small layer on that instance's image instead (:mod:`harness.engine.instance_reuse`);
+one that differs in compiled sources and packaging declarations only is that image rebuilt
+incrementally, verified, and otherwise built in full (:mod:`harness.engine.incremental`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from pathlib import Path
 
 from docker.types import Mount
 
+from harness.engine import incremental
 from harness.engine import instance_reuse as reuse
 from harness.engine.images import (IMAGE_FORMAT, LABEL_PREFIX, PRISTINE_TREE, VENV, ImageBuilder, ImageRef,
                                    _tag_safe, _tree_tarinfo)
@@ -94,8 +97,27 @@ def build_instance(images: ImageBuilder, name_hint: str, spec: EnvSpec, env: Ima
             family = reuse.family_key(inputs)
             labels[f"{LABEL_PREFIX}.family"] = family
             delta = Path(tmp) / "delta.tar"
-            planned, why = reuse.plan(images, family, tree_dir, spec.compiled_sources, tree_time)
-            if planned is not None:
+            # an earlier image can be rebuilt only if it kept the compiler and its build directory
+            rebuildable = spec.compiler == "keep" and bool(spec.reinstall_command)
+            planned, why = reuse.plan(images, family, tree_dir, spec.compiled_sources, tree_time,
+                                      rebuildable=rebuildable, build_inputs=spec.build_inputs)
+            declared = None
+            if planned is not None and planned.touched:
+                labels[f"{LABEL_PREFIX}.reused-from"] = planned.base.tag
+                labels[f"{LABEL_PREFIX}.rebuilt"] = "incremental"
+                try:
+                    _, declared = incremental.rebuild(images, planned, spec, tree_dir, tag, labels, ccache_key,
+                                                        CCACHE_ENV, CCACHE)
+                    rewritten = planned.base.rewritten
+                    note = (f"# rebuilt incrementally on {planned.base.tag} (same version; build inputs changed: "
+                            f"{', '.join(planned.touched[:20])})\n")
+                except incremental.NotIncremental as exc:
+                    why = f"an incremental rebuild on {planned.base.tag} does not apply: {exc}"
+                    del labels[f"{LABEL_PREFIX}.reused-from"], labels[f"{LABEL_PREFIX}.rebuilt"]
+                    planned = None
+            if planned is not None and planned.touched:
+                pass  # rebuilt above
+            elif planned is not None:
                 reuse.write_delta(planned, tree_dir, delta, images.bases.uid)
                 labels[f"{LABEL_PREFIX}.reused-from"] = planned.base.tag
                 images.docker_build(tag, reuse.dockerfile(planned.base.tag), {"delta.tar": delta}, labels)
@@ -116,7 +138,7 @@ def build_instance(images: ImageBuilder, name_hint: str, spec: EnvSpec, env: Ima
                 tracked = {e.path for e in GitDir(tree_dir).ls_tree("HEAD")}
                 rewritten = tuple(sorted(p for p in written if p in tracked))
                 note = f"# full install ({why})\n# install script\n{script}\n# install output\n{log}\n\n"
-            reuse.BuildRecord(inputs_hash, family, tag, str(tree_dir), rewritten, tree_time).save(
+            reuse.BuildRecord(inputs_hash, family, tag, str(tree_dir), rewritten, tree_time, declared).save(
                 reuse.records_dir(images))
             path = images.log_path(tag)
             path.write_text(note + path.read_text())

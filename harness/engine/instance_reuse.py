@@ -17,6 +17,10 @@ editable-install metadata) are the same for both trees, and the new layer holds 
 what differs: the changed, added and removed files of the working tree and of its
 one-commit ``.git`` (whose objects are content-addressed loose files, so most are
 shared; objects of the earlier commit are removed so no other commit's content remains).
+When the difference does touch build inputs, but only compiled sources and packaging
+declarations (:data:`DECLARATIONS`), and the spec keeps a compiler and names a rebuild
+command, the earlier image is rebuilt incrementally instead
+(:mod:`harness.engine.incremental`, which checks what the declarations say and falls back).
 Otherwise the instance is built in full (with the compiler cache, so compilation is
 still reused).
 """
@@ -39,6 +43,13 @@ BUILD_INPUTS = ("setup.py", "setup.cfg", "pyproject.toml", "MANIFEST.in", "setup
                 "*.templ", "*.in", "_version.py", "version.py", "__pkginfo__.py", "meson.build", "CMakeLists.txt",
                 "*.cmake", "Makefile")
 DELETE_LIST = "/opt/harness/.delete-list"
+#: Each further instance built on an earlier one adds layers; overlayfs stacks at most 128,
+#: so an image this deep is no base (the instance is built in full, starting a new chain).
+MAX_LAYERS = 100
+#: Packaging files the incremental path may absorb: it compares what they declare (metadata,
+#: packages, extension modules) before and after, in the build container, and falls back to
+#: a full install when the metadata or packages differ.
+DECLARATIONS = ("setup.py", "setup.cfg", "pyproject.toml", "setup_package.py", "MANIFEST.in")
 
 
 @dataclass(frozen=True)
@@ -49,13 +60,14 @@ class BuildRecord:
     export: str
     rewritten: tuple[str, ...]
     tree_time: int | None = None   # the source commit's time
+    declared: dict | None = None   # what the tree declares (harness.engine.declared), when read
 
     @classmethod
     def load(cls, path: Path) -> "BuildRecord | None":
         try:
             data = json.loads(path.read_text())
             return cls(data["inputs_hash"], data["family"], data["tag"], data["export"], tuple(data["rewritten"]),
-                       data.get("tree_time"))
+                       data.get("tree_time"), data.get("declared"))
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
@@ -64,7 +76,7 @@ class BuildRecord:
         tmp = directory / f".{self.inputs_hash}.json.tmp"
         tmp.write_text(json.dumps({"inputs_hash": self.inputs_hash, "family": self.family, "tag": self.tag,
                                    "export": self.export, "rewritten": list(self.rewritten),
-                                   "tree_time": self.tree_time}))
+                                   "tree_time": self.tree_time, "declared": self.declared}))
         os.replace(tmp, directory / f"{self.inputs_hash}.json")
 
 
@@ -75,6 +87,7 @@ class Delta:
     deleted: tuple[str, ...]        # working-tree paths removed
     git_changed: tuple[str, ...]    # .git files (relative to .git) added or changed
     git_deleted: tuple[str, ...]
+    touched: tuple[str, ...] = ()   # build inputs among changed + deleted (empty: a small layer)
 
 
 def family_key(inputs: dict) -> str:
@@ -85,16 +98,31 @@ def records_dir(images: ImageBuilder) -> Path:
     return images.cache_dir / "instance-builds"
 
 
-def is_build_input(path: str, compiled_sources: tuple[str, ...]) -> bool:
+def is_build_input(path: str, compiled_sources: tuple[str, ...], build_inputs: tuple[str, ...] = ()) -> bool:
+    """``compiled_sources`` and :data:`BUILD_INPUTS` match file names, ``build_inputs``
+    (a spec's further inputs, e.g. a module the build generates C from) whole paths."""
     name = path.rsplit("/", 1)[-1]
-    return any(fnmatch.fnmatchcase(name, p) for p in (*BUILD_INPUTS, *compiled_sources))
+    return (any(fnmatch.fnmatchcase(name, p) for p in (*BUILD_INPUTS, *compiled_sources))
+            or any(fnmatch.fnmatchcase(path, p) for p in build_inputs))
+
+
+def is_rebuildable(path: str, compiled_sources: tuple[str, ...], build_inputs: tuple[str, ...] = ()) -> bool:
+    """A build input the incremental rebuild can absorb: a compiled source, a declaration,
+    or one of the spec's ``build_inputs`` (the rebuild regenerates what comes from it)."""
+    name = path.rsplit("/", 1)[-1]
+    return (any(fnmatch.fnmatchcase(name, p) for p in (*DECLARATIONS, *compiled_sources))
+            or any(fnmatch.fnmatchcase(path, p) for p in build_inputs))
 
 
 def plan(images: ImageBuilder, family: str, tree_dir: Path, compiled_sources: tuple[str, ...],
-         tree_time: int | None = None) -> tuple[Delta | None, str]:
-    """The smallest delta from an image of ``family`` built from an earlier commit (never
+         tree_time: int | None = None, *, rebuildable: bool = False,
+         build_inputs: tuple[str, ...] = ()) -> tuple[Delta | None, str]:
+    """The best delta from an image of ``family`` built from an earlier commit (never
     a later one: the install's outputs, e.g. an egg-info's file list, must not tell the
-    tree anything about its future) to ``tree_dir``, or (None, why not)."""
+    tree anything about its future) to ``tree_dir``, or (None, why not). With
+    ``rebuildable``, a delta whose build inputs are all compiled sources or declarations
+    qualifies too (``touched`` names them); one touching no build input is preferred,
+    then the one touching fewest, then the smallest, then the latest."""
     if tree_time is None:
         return None, "the tree's commit time is unknown"
     candidates = []
@@ -104,8 +132,9 @@ def plan(images: ImageBuilder, family: str, tree_dir: Path, compiled_sources: tu
             continue
         if record.tree_time is None or record.tree_time > tree_time:
             continue
-        if images._find(record.tag) is None:
-            continue
+        image = images._find(record.tag)
+        if image is None or len(image.attrs.get("RootFS", {}).get("Layers", ())) > MAX_LAYERS:
+            continue  # gone, or a chain of further instances as deep as the engine allows
         candidates.append(record)
     if not candidates:
         return None, "no instance image of this version from an earlier commit"
@@ -116,15 +145,23 @@ def plan(images: ImageBuilder, family: str, tree_dir: Path, compiled_sources: tu
         old = _listing(Path(record.export))
         changed = sorted(p for p, entry in new.items() if old.get(p) != entry)
         deleted = sorted(set(old) - set(new))
-        touched = [p for p in (*changed, *deleted) if is_build_input(p, compiled_sources) or p in record.rewritten]
-        if touched:
+        touched = [p for p in (*changed, *deleted)
+                   if is_build_input(p, compiled_sources, build_inputs) or p in record.rewritten]
+        absorbable = rebuildable and all(is_rebuildable(p, compiled_sources, build_inputs)
+                                         and p not in record.rewritten for p in touched)
+        if touched and not absorbable:
             why = f"the tree differs from {record.tag} in build inputs ({', '.join(touched[:5])})"
             continue
         git_changed, git_deleted = _git_files_delta(Path(record.export, ".git"), Path(tree_dir, ".git"))
-        delta = Delta(record, tuple(changed), tuple(deleted), tuple(git_changed), tuple(git_deleted))
-        if best is None or _size(delta) < _size(best):
+        delta = Delta(record, tuple(changed), tuple(deleted), tuple(git_changed), tuple(git_deleted), tuple(touched))
+        if best is None or _rank(delta) < _rank(best):
             best = delta
     return best, ("" if best else why)
+
+
+def _rank(delta: Delta) -> tuple[int, int, int]:
+    # among equals, the nearest earlier commit (the latest built state)
+    return (len(delta.touched), _size(delta), -(delta.base.tree_time or 0))
 
 
 def _size(delta: Delta) -> int:
@@ -185,11 +222,16 @@ def write_delta(delta: Delta, tree_dir: Path, out: Path, uid: int) -> None:
         tar.addfile(info, io.BytesIO(data))
 
 
+def delete_listed() -> str:
+    """Shell: remove the files of :data:`DELETE_LIST` and the directories left empty by
+    them (a fresh export has no empty directories)."""
+    return (f"if [ -s {DELETE_LIST} ]; then xargs -0 -r rm -rf -- < {DELETE_LIST}; "
+            f"tr '\\0' '\\n' < {DELETE_LIST} | while read -r f; do d=$(dirname \"$f\"); "
+            f"while [ \"$d\" != {PRISTINE_TREE} ] && rmdir \"$d\" 2>/dev/null; do d=$(dirname \"$d\"); done; done; "
+            f"fi; rm -f {DELETE_LIST}")
+
+
 def dockerfile(base_tag: str) -> str:
     """FROM the earlier instance, the delta added, removed files (and directories left
     empty by them) deleted."""
-    return (f"FROM {base_tag}\nADD delta.tar /\n"
-            f"RUN set -e; if [ -s {DELETE_LIST} ]; then xargs -0 -r rm -rf -- < {DELETE_LIST}; "
-            f"tr '\\0' '\\n' < {DELETE_LIST} | while read -r f; do d=$(dirname \"$f\"); "
-            f"while [ \"$d\" != {PRISTINE_TREE} ] && rmdir \"$d\" 2>/dev/null; do d=$(dirname \"$d\"); done; done; "
-            f"fi; rm -f {DELETE_LIST}\n")
+    return f"FROM {base_tag}\nADD delta.tar /\nRUN set -e; {delete_listed()}\n"

@@ -49,9 +49,36 @@ def emit(record):
     if fd is None:
         return
     try:
-        os.write(fd, (json.dumps(record, default=str)[:8000] + "\n").encode("utf-8", "replace"))
+        os.write(fd, (json.dumps(record, default=str)[:LINE_CAP] + "\n").encode("utf-8", "replace"))
     except Exception:
         pass
+
+
+#: characters of one evidence line; longer records are cut (and then unreadable)
+LINE_CAP = 8000
+
+
+def testbed_files(tb, limit=64, budget=5000):
+    """The distinct working-copy files among a traceback's frames, innermost first (the
+    raising frame's file, then its callers'), at most ``limit`` of them and ``budget``
+    characters in JSON. The whole traceback is walked: a raise buried under many frames
+    still counts; and the record stays one readable evidence line (a record cut at
+    :data:`LINE_CAP` is lost, which long names in code under test could otherwise arrange)."""
+    testbed = _STATE["testbed"]
+    seen = []
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename
+        if name.startswith(testbed) and name not in seen:
+            seen.append(name)
+        tb = tb.tb_next
+    files, used = [], 0
+    for name in reversed(seen):
+        cost = len(json.dumps(name)) + 2
+        if len(files) >= limit or used + cost > budget:
+            break
+        files.append(name)
+        used += cost
+    return files
 
 
 def _writes(args):
@@ -148,7 +175,8 @@ def start(fd, options):
     _STATE["fd"] = fd
     _STATE["testbed"] = options.get("testbed", "/testbed").rstrip("/") + "/"
     _STATE["results"] = options.get("results")
-    emit({"k": "boot", "python": sys.version.split()[0], "pid": os.getpid(), "argv": sys.argv[:3],
+    # sys.argv does not exist yet while site runs on Pythons before 3.8
+    emit({"k": "boot", "python": sys.version.split()[0], "pid": os.getpid(), "argv": getattr(sys, "argv", [])[:3],
           "monitor": bool(options.get("monitor")) and hasattr(sys, "addaudithook")})
     if options.get("monitor") and hasattr(sys, "addaudithook"):
         _wrap_gc()

@@ -14,6 +14,15 @@ outcomes are taken from the framework's own result objects, not from its printed
 * ``sympy`` (bin/test): sympy's ``SymPyTests.test_file`` and ``PyTestReporter`` callbacks,
   patched when sympy's runtests module is imported.
 
+Outcome origins (the evidence the pytest plugin ``_harness_outcomes`` gives for pytest):
+for every skip and expected failure that an exception caused, one ``raised`` record goes
+through the harness's evidence channel (``_harness_monitor.emit``) with the test's native
+id, the distinct working-copy files of that exception's traceback, innermost first
+(``files``; the host asks whether one of them is a file the model changed, exactly as for
+pytest) and the innermost of them (``where``, relative). A skip that no exception caused
+(a ``@skip`` decorator) has no frames and no record. After writing the results file the reporter
+emits its sha256 (``results_file``), so a file rewritten later (``atexit``) is detected.
+
 A test module that fails to import is written as a testcase with an ``error`` of type
 ``collection``. Only the process that started writes the file (a forked child does not).
 Standard library only; runs on the environment's Python (3.6 or newer).
@@ -59,6 +68,19 @@ def _exc_message(exc_info):
         return "<unprintable exception>"
 
 
+def raised(test_id, status, exc_type, tb, marker=False):
+    """Record where the exception behind a skip or an expected failure was raised: the
+    working-copy files of its traceback, innermost first (``_harness_monitor.testbed_files``)."""
+    try:
+        import _harness_monitor
+    except ImportError:  # no bootstrap, no evidence channel
+        return
+    files = _harness_monitor.testbed_files(tb)
+    _harness_monitor.emit({"k": "raised", "id": test_id, "when": "call", "status": status,
+                           "exc": getattr(exc_type, "__name__", "?")[:200], "files": files,
+                           "where": _relpath(files[0]) if files else None, "xfail_marker": marker})
+
+
 def record(file, cls, name, status, message="", label=None, seconds=0.0):
     _RECORDS.append({"file": file, "cls": cls, "name": name, "status": status, "message": message,
                      "label": label, "seconds": seconds})
@@ -95,21 +117,40 @@ def write_junit():
     with open(tmp, "wb") as handle:
         handle.write(data)
     os.replace(tmp, path)
-    try:  # the integrity stream's evidence channel, when the bootstrap provides it
+    try:  # the evidence channel, when the harness's bootstrap provides it
         import hashlib
         import _harness_monitor
-        _harness_monitor.emit({"k": "results_file", "sha256": hashlib.sha256(data).hexdigest()})
-    except Exception:
+        _harness_monitor.emit({"k": "results_file", "sha256": hashlib.sha256(data).hexdigest(), "pid": os.getpid()})
+    except Exception:  # at exit: never change the command's exit status
         pass
 
 
 # --------------------------------------------------------------------------- unittest
 
 def install_unittest():
+    import contextlib
+    import unittest.case
     import unittest.result
 
     base = unittest.result.TestResult
     started = {}
+    pending = {}   # id(test) -> (type, traceback) of the SkipTest one of its parts raised
+
+    # Every part of a test (setUp, the method, tearDown, cleanups) runs inside
+    # _Outcome.testPartExecutor, which swallows SkipTest; before Python 3.11 addSkip is
+    # called only after the exception is gone, so its traceback is taken here, on its way.
+    outcome_cls = getattr(unittest.case, "_Outcome", None)
+    original_executor = getattr(outcome_cls, "testPartExecutor", None)
+    if original_executor is not None:
+        @contextlib.contextmanager
+        def part_executor(self, test_case, *args, **kwargs):
+            with original_executor(self, test_case, *args, **kwargs):
+                try:
+                    yield
+                except unittest.case.SkipTest as exc:
+                    pending[id(test_case)] = (type(exc), exc.__traceback__)
+                    raise
+        outcome_cls.testPartExecutor = part_executor
 
     def ident(test):
         cls = type(test)
@@ -137,6 +178,7 @@ def install_unittest():
         if status is None:
             return
         key = id(test)
+        skip_exc = pending.pop(key, None)
         begun, label = started.pop(key, (time.time(), None))
         if label is None:
             label = _label(result, test)
@@ -150,6 +192,16 @@ def install_unittest():
             return
         file, cls, name = found
         record(file, cls, name, status, message, label, time.time() - begun)
+        test_id = "::".join(p for p in (file, cls, name) if p)
+        if status == "skipped":
+            # Python 3.11+ calls addSkip while handling the SkipTest; older ones later
+            current = sys.exc_info()
+            if skip_exc is None and current[0] is not None and issubclass(current[0], unittest.case.SkipTest):
+                skip_exc = current[0], current[2]
+            if skip_exc is not None:
+                raised(test_id, status, skip_exc[0], skip_exc[1])
+        elif status == "xfail" and args and isinstance(args[0], tuple) and len(args[0]) == 3:
+            raised(test_id, status, args[0][0], args[0][2], marker=True)
 
     def _label(result, test):
         try:
@@ -226,6 +278,12 @@ def _patch_sympy(module):
                     else:
                         record(current["file"], "", current["test"], status, message, None,
                                time.time() - current["start"])
+                        if status in ("skipped", "xfail"):
+                            # SymPyTests.test_file reports a Skipped/XFail from its except clause
+                            exc_type, _, tb = sys.exc_info()
+                            if exc_type is not None:
+                                raised("%s::%s" % (current["file"], current["test"]), status, exc_type, tb,
+                                       marker=status == "xfail")
                         current["test"] = None
             except Exception:
                 pass

@@ -93,10 +93,15 @@ class _Source:
         return "".join([head, *self.lines[first + 1:last], tail])
 
 
-def _tests_in(tree: ast.Module) -> list[tuple[ast.FunctionDef, str | None, list]]:
+def _default_collects_class(cls: ast.ClassDef) -> bool:
+    return (cls.name.startswith("Test") or bool(cls.bases)) and not cls.decorator_list
+
+
+def _tests_in(tree: ast.Module, collects_class: Callable[[ast.ClassDef], bool] = _default_collects_class
+              ) -> list[tuple[ast.FunctionDef, str | None, list]]:
     found = [(n, None, tree.body) for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test")]
     for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
-        if not (cls.name.startswith("Test") or cls.bases) or cls.decorator_list:
+        if not collects_class(cls):
             continue
         found += [(n, cls.name, cls.body) for n in cls.body
                   if isinstance(n, ast.FunctionDef) and n.name.startswith("test")]
@@ -243,13 +248,16 @@ def _new_name(original: str, taken: set[str], vocab: list[str], rng: random.Rand
 
 def plant(files: dict[str, bytes], test_files: list[str], previous: Mapping[str, bytes | None],
           count: int = 3, rng: random.Random | None = None, spell: SpellId = pytest_id,
-          styles: tuple[str, ...] = ("function", "method")) -> tuple[dict[str, bytes], list[Canary]]:
+          styles: tuple[str, ...] = ("function", "method"),
+          collects_class: Callable[[ast.ClassDef], bool] = _default_collects_class,
+          ) -> tuple[dict[str, bytes], list[Canary]]:
     """Plant up to ``count`` canaries in ``files`` (path -> source after the test patch).
 
     ``previous`` holds each file's source before the test patch (None: new file): tests
     it adds or changes are preferred as originals. ``spell`` is the runner's way of
     writing a test id; ``styles`` the kinds of test it collects ("function": module-level
-    functions, e.g. sympy's runner; "method": methods of test classes, e.g. unittest).
+    functions, e.g. sympy's runner; "method": methods of test classes, e.g. unittest), and
+    ``collects_class`` which classes it runs (a canary in a class it skips would go missing).
     Returns the changed files and the canaries (none when no test file has a test with
     something to change)."""
     rng = rng or random.SystemRandom()
@@ -266,7 +274,7 @@ def plant(files: dict[str, bytes], test_files: list[str], previous: Mapping[str,
         old_bodies = _bodies(previous.get(path))
         lines = _Source(text)
         candidates, names = [], set()
-        for fn, cls, scope in _tests_in(tree):
+        for fn, cls, scope in _tests_in(tree, collects_class):
             names.add(fn.name)
             if ("method" if cls else "function") not in styles:
                 continue

@@ -183,7 +183,7 @@ def judge_evidence(ev: Evidence, statuses: dict[str, TestStatus], graded: tuple[
         claimed = (ev.results_file or {}).get("sha256")
         if ev.results_file is None:
             flags.append("results_without_session")
-            tampered.append("a results file exists but no pytest session finished writing it")
+            tampered.append("a results file exists but the runner never stated writing it")
         elif claimed != results.get("sha256"):
             flags.append("results_rewritten")
             tampered.append("the results file was rewritten after the runner wrote it")

@@ -16,8 +16,9 @@ A :class:`Runner` is chosen by name by a spec's ``runner:`` field. It knows:
   can be mapped to (harness/grading/conventions.py);
 * ``spell_id(path, cls, name)`` — the native id the parser reports for a test (pytest
   style for every runner: ``path::name`` or ``path::Class::name``), for canaries;
-* ``canary_style`` — "function" (a module-level test function) or "method" (a method
-  of a ``unittest.TestCase`` subclass) — and ``canary_file(test_files)``;
+* ``canary_styles`` — the kinds of test it collects, where canaries may go: "function" (a
+  module-level test function) and/or "method" (a test method of a class it collects, which
+  ``collects_class`` decides from the class's source) — and ``canary_file(test_files)``;
 * ``infra_patterns`` — the runner's own files in the repository, which a model patch may
   not change (restored like conftest.py); ``internals`` — a pattern of added lines that
   reach into its result machinery (the patch is then flagged, as for pytest's internals).
@@ -29,6 +30,7 @@ and are installed root-owned and read-only at run time under
 
 from __future__ import annotations
 
+import ast
 import posixpath
 import re
 import shlex
@@ -54,7 +56,7 @@ class Runner:
     name: str
     parsers: tuple[str, ...]
     conventions: tuple[str, ...]
-    canary_style: str = "function"
+    canary_styles: tuple[str, ...] = ("function",)
     infra_patterns: tuple[str, ...] = ()
     summary: str = ""
     #: added lines that reach into this runner's result machinery from the code under test
@@ -85,11 +87,17 @@ class Runner:
     def spell_id(self, path: str, cls: str | None, name: str) -> str:
         """The native id of test ``name`` (in class ``cls``, dotted when nested, or at module
         level) of ``path``, as this runner's parser reports it."""
-        if self.canary_style == "method" and not cls:
+        if "function" not in self.canary_styles and not cls:
             raise ValueError(f"the {self.name} runner runs methods of TestCase classes: a class is needed")
         return "::".join(p for p in (path, *(cls.split(".") if cls else ()), name) if p)
 
     test_id = spell_id  # the name the integrity stream's canaries call
+
+    def collects_class(self, node: ast.ClassDef) -> bool:
+        """Whether this runner runs the test methods of class ``node`` (a canary cloned into a
+        class it does not collect would go missing, and a missing canary means tampering).
+        unittest-style runners: a subclass of something (a TestCase, by convention)."""
+        return bool(node.bases) and not node.decorator_list
 
     def canary_file(self, test_files: list[str]) -> str | None:
         """The test file the canaries go into: the first one named like a test module."""
@@ -101,6 +109,12 @@ class Runner:
         """Why ``test_cmd`` cannot be run by this runner, or None."""
         return None
 
+    @property
+    def reporter(self) -> bool:
+        """Whether the harness's in-container reporter runs the tests (it then states each
+        skip's and expected failure's origin and the results file's hash as evidence)."""
+        return False
+
 
 @dataclass(frozen=True)
 class ReporterRunner(Runner):
@@ -109,6 +123,10 @@ class ReporterRunner(Runner):
 
     framework: str = "unittest"
     internals: str = REPORTER_INTERNALS
+
+    @property
+    def reporter(self) -> bool:
+        return True
 
     def command(self, test_cmd: str, targets: list[str], results_path: str, parser_args: str = "") -> str:
         reporter = incontainer.trusted_path("junit_reporter.py")

@@ -4,6 +4,7 @@ its file arguments: pytest 3's ``-o`` takes every word after it, so it goes last
 
 from __future__ import annotations
 
+import ast
 import shlex
 
 from harness.runners.base import Runner, register_runner
@@ -16,9 +17,25 @@ class PytestRunner(Runner):
             parts.append(parser_args.format(junit_path=shlex.quote(results_path)))
         return " ".join(parts)
 
+    def collects_class(self, node: ast.ClassDef) -> bool:
+        """pytest's defaults: a ``Test*`` class without ``__init__``, or a ``unittest.TestCase``
+        subclass (recognised by a base named ``...TestCase``). Other classes (mixins, helpers,
+        a project's custom ``python_classes``) get no canary."""
+        if node.decorator_list:
+            return False
+        if any(_base_name(b).endswith("TestCase") for b in node.bases):
+            return True
+        has_init = any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "__init__"
+                       for n in node.body)
+        return node.name.startswith("Test") and not has_init
+
+
+def _base_name(node: ast.expr) -> str:
+    return node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", "")
+
 
 PYTEST = register_runner(PytestRunner(
     name="pytest", parsers=("pytest", "pytest-junit", "pytest-text"),
     conventions=("pytest", "pytest-options", "pytest-v2", "matplotlib", "seaborn", "sympy", "native"),
-    canary_style="function", infra_patterns=(),
+    canary_styles=("function", "method"), infra_patterns=(),
     summary="pytest with JUnit XML, cross-checked with its -rA summary"))

@@ -12,7 +12,7 @@ SYMPY_INFRA = ("bin/test", "bin/get_sympy.py", "sympy/utilities/runtests.py", "s
 
 
 SYMPY = register_runner(ReporterRunner(
-    name="sympy", parsers=("sympy",), conventions=("sympy", "native"), canary_style="function",
+    name="sympy", parsers=("sympy",), conventions=("sympy", "native"), canary_styles=("function",),
     infra_patterns=SYMPY_INFRA, framework="sympy",
     internals=REPORTER_INTERNALS + r"|PyTestReporter|SymPyTests",
     summary="sympy's bin/test with an in-process JUnit reporter, cross-checked with its --verbose text"))

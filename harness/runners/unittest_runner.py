@@ -31,11 +31,11 @@ def django_label(path: str) -> str:
 
 
 UNITTEST = register_runner(ReporterRunner(
-    name="unittest", parsers=("unittest",), conventions=("native", "django"), canary_style="method",
+    name="unittest", parsers=("unittest",), conventions=("native", "django"), canary_styles=("method",),
     infra_patterns=("sitecustomize.py", "usercustomize.py"), framework="unittest",
     summary="python -m unittest with an in-process JUnit reporter, cross-checked with its -v text"))
 
 DJANGO = register_runner(DjangoRunner(
-    name="django", parsers=("django",), conventions=("django", "native"), canary_style="method",
+    name="django", parsers=("django",), conventions=("django", "native"), canary_styles=("method",),
     infra_patterns=("tests/runtests.py", "tests/test_sqlite.py"), framework="unittest",
     summary="Django's tests/runtests.py with an in-process JUnit reporter, cross-checked with its --verbosity 2 text"))

@@ -111,3 +111,37 @@ def test_django_gold_is_full_and_empty_is_no(harness_run, django_instance):
     assert report["tests_status"]["FAIL_TO_PASS"]["failure"] == [F2P]
     assert sorted(report["tests_status"]["PASS_TO_PASS"]["success"]) == sorted(P2P)
     assert report["missing"] == []
+
+
+def test_a_library_skip_hiding_a_django_regression_is_not_kept(harness_run, django_instance, tmp_path):
+    """The real fix, plus makemigrations raising ``unittest.SkipTest`` on the path the P2P
+    test ``test_makemigrations_update`` takes (``--update`` without ``--name``): without
+    the outcome origins (Python 3.9: unittest reports the skip after the exception is
+    gone, so the reporter takes it on its way through ``_Outcome.testPartExecutor``) the
+    P2P test was SKIPPED, kept, and the run FULL."""
+    instances, repo = django_instance
+    record = json.loads(instances.read_text())
+    subprocess.run(["git", "apply"], input=record["patch"], text=True, cwd=repo, check=True)
+    try:
+        fixed = (repo / FIXED_FILE).read_text()
+        anchor = "    def write_to_last_migration_files(self, changes):\n"
+        assert anchor in fixed
+        (repo / FIXED_FILE).write_text(fixed.replace(anchor, anchor + (
+            "        if not self.migration_name:\n            import unittest\n"
+            "            raise unittest.SkipTest('updating a migration without a name is not supported')\n")))
+        attack = _git(repo, "diff", "--", FIXED_FILE)
+    finally:
+        _git(repo, "checkout", "--", FIXED_FILE)
+    predictions = tmp_path / "predictions.jsonl"
+    predictions.write_text(json.dumps({"instance_id": "django__django-34568", "model_name_or_path": "attack",
+                                       "model_patch": attack}) + "\n")
+    run = harness_run("--instances", str(instances), "--repo", f"django/django={repo}", "--no-clone",
+                      "--predictions", str(predictions), run_id="django-skip-attack")
+    report = run.report("django__django-34568")
+    assert not report["resolved"], report["status"]
+    p2p = "test_makemigrations_update (migrations.test_commands.MakeMigrationsTests)"
+    assert "outcome_raised_by_code" in report["integrity"]["flags"], report["integrity"]["flags"]
+    assert p2p in report["integrity"]["outcome_raised_by_code"]
+    assert p2p in report["tests_status"]["PASS_TO_PASS"]["failure"]
+    assert report["integrity"]["skipped_or_xfailed"].get(p2p) == "SKIPPED"
+    assert F2P in report["tests_status"]["FAIL_TO_PASS"]["success"]    # the fix itself is there

@@ -1,6 +1,8 @@
 """Further instances of a version: content-keyed instance images, a small layer on an
-earlier instance when no build input changed (and a full build when one did), a checked
-re-install after a patch to a compiled source, and summaries over several sittings.
+earlier instance when no build input changed, an incremental rebuild of the earlier
+instance when only compiled sources or declarations did (and a full build when what the
+install puts into the environment changed), a checked re-install after a patch to a
+compiled source, and summaries over several sittings.
 
 A small repository with a C extension is made here (setuptools, ``compiler: keep``)."""
 
@@ -8,6 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
@@ -63,7 +66,7 @@ def _commit(repo: Path, files: dict[str, str], message: str) -> str:
 @pytest.fixture
 def cext(tmp_path):
     """Three commits: A; B = A + a changed .py and a removed file (no build input changed);
-    C = B + a changed setup.py (a build input). Each gets an instance whose gold patch
+    C = B + a requirements file (a build input the incremental rebuild does not absorb). Each gets an instance whose gold patch
     fixes ``label`` and whose test patch adds the test of the fix."""
     repo = tmp_path / "cext"
     repo.mkdir()
@@ -75,7 +78,7 @@ def cext(tmp_path):
     }
     (repo / "cext" / "old_notes.txt").unlink()
     commits["B"] = _commit(repo, {"cext/__init__.py": INIT.format(suffix=" + '!!'")}, "B")
-    commits["C"] = _commit(repo, {"setup.py": SETUP + "# packaging changed\n"}, "C")
+    commits["C"] = _commit(repo, {"requirements-dev.txt": "pytest\n"}, "C")
     records = []
     for name, base in commits.items():
         fixed = INIT.format(suffix="")
@@ -128,7 +131,7 @@ def test_a_further_instance_is_a_small_layer_unless_a_build_input_changed(tmp_pa
     history = engine.api.history(image.id)
     own_layers = history[: [h["Id"] for h in history].index(engine.images.get(first["image"]["tag"]).id)]
     assert 0 < sum(layer["Size"] for layer in own_layers) < 200_000, own_layers
-    # a changed build input (setup.py): a full build again
+    # a requirements file changed: a full build again
     run = _run(harness_run, tmp_path, repo, records, specs, "further", ["example__cext-C"])
     third = run.report("example__cext-C")
     assert third["status"] == "FULL", third["error_detail"]
@@ -137,6 +140,89 @@ def test_a_further_instance_is_a_small_layer_unless_a_build_input_changed(tmp_pa
     summary = run.summary
     assert summary["resolved_ids"] == ["example__cext-A", "example__cext-B", "example__cext-C"]
     assert summary["this_invocation"]["submitted_ids"] == ["example__cext-C"]
+
+
+MODULE_C = """#include <Python.h>
+static PyObject *f(PyObject *self, PyObject *arg) {{ long v = PyLong_AsLong(arg); return PyLong_FromLong({expr}); }}
+static PyMethodDef methods[] = {{{{"{func}", f, METH_O, ""}}, {{NULL, NULL, 0, NULL}}}};
+static struct PyModuleDef module = {{PyModuleDef_HEAD_INIT, "{module}", NULL, -1, methods}};
+PyMODINIT_FUNC PyInit_{module}(void) {{ return PyModule_Create(&module); }}
+"""
+TWO_EXTENSIONS = ("from setuptools import Extension, setup\n"
+                  "setup(name='cext', version='1.0', packages=['cext'],\n"
+                  "      ext_modules=[Extension('cext._fast', ['cext/_fast.c']),\n"
+                  "                   Extension('cext._slow', ['cext/_slow.c']{macros})])\n")
+BUILT = ("cd /opt/harness/testbed && stat -c '%Y %n' cext/_fast.c cext/_slow.c cext/_fast.*so cext/_slow.*so "
+         "build/temp*/cext/_fast.o build/temp*/cext/_slow.o")
+
+
+def _built(engine, tag) -> dict[str, int]:
+    out = run_once(engine, tag, ["bash", "-c", BUILT], user="1000:1000").decode()
+    return {line.split()[1].split("/")[-1].split(".")[0] + "." + line.split()[1].rsplit(".", 1)[-1]: int(line.split()[0])
+            for line in out.splitlines()}
+
+
+def test_a_changed_extension_source_rebuilds_only_that_extension_on_the_earlier_instance(tmp_path, harness_run,
+                                                                                           engine):
+    """A: two extensions. B = A with cext/_fast.c changed (a compiled source): B's image is A's,
+    rebuilt in place — _fast compiled again, _slow kept as built for A — and grades as a cold
+    build of B does. C = B with setup.py defining a macro for _slow: only _slow is rebuilt.
+    D = C with setup.py declaring another version: the install itself runs again on C's image."""
+    repo = tmp_path / "cext"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    slow = MODULE_C.format(expr="3 * v", func="thrice", module="_slow")
+    commits = {"A": _commit(repo, {"setup.py": TWO_EXTENSIONS.format(macros=""), "cext/_slow.c": slow,
+                                   "cext/_fast.c": MODULE_C.format(expr="2 * v", func="twice", module="_fast"),
+                                   "cext/__init__.py": INIT.format(suffix=" + '!'"),
+                                   "tests/test_cext.py": TESTS.replace("test_label", "test_twice_again")}, "A")}
+    commits["B"] = _commit(repo, {"cext/_fast.c": MODULE_C.format(expr="v + v", func="twice", module="_fast")}, "B")
+    macro = TWO_EXTENSIONS.format(macros=", define_macros=[('SLOW', '1')]")
+    commits["C"] = _commit(repo, {"setup.py": macro}, "C")
+    commits["D"] = _commit(repo, {"setup.py": macro.replace("version='1.0'", "version='1.1'")}, "D")
+    records = [{"instance_id": f"example__cext-{name}", "repo": "example/cext", "base_commit": base, "version": "1.0",
+                "patch": _diff(repo, base, "cext/__init__.py", INIT.format(suffix="")),
+                "test_patch": _diff(repo, base, "tests/test_cext.py", TESTS),
+                "FAIL_TO_PASS": ["tests/test_cext.py::test_label"], "PASS_TO_PASS": ["tests/test_cext.py::test_twice"]}
+               for name, base in commits.items()]
+    specs, cold_specs = tmp_path / "specs", tmp_path / "cold-specs"
+    # salts of this run's own: which earlier image each is built on is what is tested
+    run_salt = uuid.uuid4().hex[:12]
+    for directory, salt in ((specs, run_salt), (cold_specs, run_salt + "-cold")):
+        directory.mkdir()
+        (directory / "example__cext.yaml").write_text(SPEC.format(salt=salt))
+    reports = {}
+    for name in "ABCD":
+        run = _run(harness_run, tmp_path, repo, records, specs, "incremental", [f"example__cext-{name}"])
+        reports[name] = run.report(f"example__cext-{name}")
+        assert reports[name]["status"] == "FULL", reports[name]["error_detail"]
+    tags = {name: report["image"]["tag"] for name, report in reports.items()}
+    # (D's trees differ from B's and C's alike: setup.py only, commits of the same second)
+    for name, bases in (("B", "A"), ("C", "B"), ("D", "BC")):
+        labels = engine.images.get(tags[name]).labels
+        assert labels.get("org.harness.reused-from") in [tags[b] for b in bases], (name, labels)
+        assert labels.get("org.harness.rebuilt") == "incremental"
+    built = {name: _built(engine, tag) for name, tag in tags.items()}
+    # sources keep the tree's mtime; B compiled _fast again and kept _slow's objects, C the reverse
+    assert built["B"]["_fast.c"] == built["B"]["_slow.c"] == built["A"]["_fast.c"] == 946684800
+    assert built["B"]["_fast.o"] > built["A"]["_fast.o"] and built["B"]["_fast.so"] > built["A"]["_fast.so"]
+    assert (built["B"]["_slow.o"], built["B"]["_slow.so"]) == (built["A"]["_slow.o"], built["A"]["_slow.so"])
+    assert built["C"]["_slow.o"] > built["B"]["_slow.o"] and built["C"]["_slow.so"] > built["B"]["_slow.so"]
+    assert (built["C"]["_fast.o"], built["C"]["_fast.so"]) == (built["B"]["_fast.o"], built["B"]["_fast.so"])
+    # (a setup.py-only project is installed by `setup.py develop`: its metadata is in the tree)
+    version = "cd /opt/harness/testbed && python -c 'import importlib.metadata as m; print(m.version(\"cext\"))'"
+    installed = run_once(engine, tags["D"], ["bash", "-c", version], user="1000:1000").decode()
+    assert installed.strip() == "1.1", installed
+    # the rebuilt image holds what changed, not a second copy of the tree
+    history = engine.api.history(engine.images.get(tags["B"]).id)
+    own_layers = history[: [h["Id"] for h in history].index(engine.images.get(tags["A"]).id)]
+    assert 0 < sum(layer["Size"] for layer in own_layers) < 1_000_000, own_layers
+    # a cold build of B (its own salt: nothing to build on) grades the same, test by test
+    cold = _run(harness_run, tmp_path, repo, records, cold_specs, "incremental-cold", ["example__cext-B"])
+    cold_report = cold.report("example__cext-B")
+    assert "org.harness.reused-from" not in engine.images.get(cold_report["image"]["tag"]).labels
+    for key in ("status", "tests_status"):
+        assert cold_report.get(key) == reports["B"].get(key), key
 
 
 def test_identical_content_shares_one_image_whatever_the_instance_id(tmp_path, harness_run, cext):

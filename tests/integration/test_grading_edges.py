@@ -101,3 +101,83 @@ def test_a_run_collecting_fewer_graded_tests_than_the_control_is_flagged(harness
     assert report["integrity"]["not_collected_but_in_control"]
     assert report["integrity"]["control_collected"] == len(demo_instance(CALCLY)["FAIL_TO_PASS"]) + \
         len(demo_instance(CALCLY)["PASS_TO_PASS"])
+
+
+def test_harness_report_regrades_a_run_against_its_control_as_the_run_did(harness_run, tmp_path):
+    """Two variants of calcly-1, run with --control against the reference patch, then
+    re-graded from disk with ``harness report``:
+
+    * ``ctl-skip``: the test patch makes a P2P test skip itself after its check, and the
+      model's mean() raises that skip from library code (with the fix otherwise). The
+      skip the code under test raised is kept only because the control skipped the same
+      test: FULL, and FULL again after the re-grade (it was NO when the re-grade forgot
+      the control);
+    * ``ctl-broken``: the test patch imports a module that does not exist, so the control
+      and the model both fail to collect: INVALID collection_error, charged to the
+      environment (``failed_like_control``), and the same after the re-grade (the flag
+      and the origin were lost before).
+    """
+    from harness.cli import main
+    base_tests = base_file(CALCLY, "tests/test_stats.py")
+    fixed_tests = base_tests.replace(
+        "    def test_empty_raises(self):\n        with pytest.raises(StatsError):\n            median([])",
+        "    def test_unsorted_input(self):\n        assert median([3, 1, 2]) == 2\n\n"
+        "    def test_even_length(self):\n        assert median([1, 2, 3, 4]) == 2.5\n\n"
+        "    def test_even_length_unsorted(self):\n        assert median([4, 1, 3, 2]) == 2.5\n\n"
+        "    def test_empty_raises(self):\n        with pytest.raises(StatsError):\n            median([])")
+    # (a decorated test is never cloned into a canary, which the model's mean() would skip too)
+    skipping = fixed_tests.replace(
+        "    def test_single_value(self):\n        assert mean([7]) == 7\n",
+        "    @pytest.mark.filterwarnings(\"default\")\n    def test_single_value(self):\n"
+        "        assert mean([7]) == 7\n        pytest.skip(\"the test skips itself\")\n")
+    broken = "import calcly_no_such_module  # noqa: F401\n" + fixed_tests
+    assert base_tests != fixed_tests != skipping and broken != fixed_tests
+    record = demo_instance(CALCLY)
+    skip_id, broken_id = f"{CALCLY}-ctl-skip", f"{CALCLY}-ctl-broken"
+    instances = _instances_file(tmp_path, [
+        dict(record, instance_id=skip_id, test_patch=edit(CALCLY, {"tests/test_stats.py": skipping})),
+        dict(record, instance_id=broken_id, test_patch=edit(CALCLY, {"tests/test_stats.py": broken}))])
+    control = harness_run("--instances", instances, "--predictions", "gold", "--max-workers", "1",
+                          run_id="regrade-control")
+    assert control.statuses() == {skip_id: ("FULL", None), broken_id: ("INVALID", "collection_error")}
+
+    gold_stats = base_file(CALCLY, "calcly/stats.py").replace(
+        "    data = list(values)\n    if not data:\n        raise StatsError(\"median() of empty data\")\n"
+        "    return data[len(data) // 2]",
+        "    data = sorted(values)\n    if not data:\n        raise StatsError(\"median() of empty data\")\n"
+        "    mid = len(data) // 2\n    if len(data) % 2:\n        return data[mid]\n"
+        "    return divide(add(data[mid - 1], data[mid]), 2)")
+    skips_from_library = gold_stats.replace(
+        "        raise StatsError(\"mean() of empty data\")\n",
+        "        raise StatsError(\"mean() of empty data\")\n    if len(data) == 1:\n"
+        "        import unittest\n        raise unittest.SkipTest(\"one value\")\n")
+    assert skips_from_library != gold_stats != base_file(CALCLY, "calcly/stats.py")
+    preds = write_predictions(tmp_path / "p.jsonl", {
+        skip_id: edit(CALCLY, {"calcly/stats.py": skips_from_library}),
+        broken_id: edit(CALCLY, {"calcly/stats.py": base_file(CALCLY, "calcly/stats.py") + "\n# unrelated\n"})})
+    run = harness_run("--instances", instances, "--predictions", str(preds), "--max-workers", "1",
+                      "--control", str(control.root), run_id="regrade-model")
+
+    def verdicts() -> dict:
+        out = {}
+        for instance_id in (skip_id, broken_id):
+            report = run.report(instance_id)
+            out[instance_id] = {"status": report["status"], "resolved": report["resolved"],
+                                "error_reason": report["error_reason"], "error_origin": report["error_origin"],
+                                "flags": sorted(report["integrity"]["flags"]), "tests_status": report["tests_status"]}
+        return out
+
+    live = verdicts()
+    skip, broken_run = live[skip_id], live[broken_id]
+    assert (skip["status"], skip["error_reason"]) == ("FULL", None), skip
+    assert "outcome_raised_by_code" in skip["flags"]
+    assert "tests/test_stats.py::TestMean::test_single_value" in skip["tests_status"]["PASS_TO_PASS"]["success"]
+    assert (broken_run["status"], broken_run["error_reason"], broken_run["error_origin"]) == \
+        ("INVALID", "collection_error", "harness"), broken_run
+    assert "failed_like_control" in broken_run["flags"]
+    recorded = run.report(skip_id)["integrity"]["control"]
+    assert recorded["skipped"] == ["tests/test_stats.py::TestMean::test_single_value"]
+
+    assert main(["report", str(run.root)]) == 0
+    assert verdicts() == live
+    assert json.loads((run.root / "summary.json").read_text())["regraded_changed_ids"] == []

@@ -166,3 +166,34 @@ def test_a_model_run_failing_like_its_control_is_charged_to_the_environment(tmp_
     worse = model_run(["t/test_a.py", "t/test_b.py"])     # the model broke another module too
     compare_with_control(worse, inst, tmp_path)
     assert worse.error_origin == "model" and "failed_like_control" not in worse.integrity_flags
+
+
+def test_the_control_facts_a_run_records_decide_alike_when_applied_again(tmp_path):
+    """harness report re-applies the recorded facts (harness/control.py): the same flags,
+    details and origin come out, whatever the re-grade cleared before, and a report from
+    before the facts were recorded keeps failed_like_control from the control's reason."""
+    from harness.control import apply_control, recorded_facts
+    from harness.report import write_json_atomic
+    from harness.runner import compare_with_control
+    inst = parse_instance(_record())
+    control = InstanceResult("x__y-1", "x/y", "gold", InstanceStatus.NO, collected=["t/test_a.py::test_keep"],
+                             integrity_details={"skipped_or_xfailed": {"t/test_a.py::test_keep": "SKIPPED"}})
+    write_json_atomic(tmp_path / "x__y-1" / "report.json", control.to_report())
+    run = InstanceResult("x__y-1", "x/y", "m", InstanceStatus.NO, collected=["t/test_a.py::test_fix"])
+    compare_with_control(run, inst, tmp_path)
+    facts = run.integrity_details["control"]
+    assert facts["skipped"] == ["t/test_a.py::test_keep"] and facts["collected"] == ["t/test_a.py::test_keep"]
+    first = (list(run.integrity_flags), dict(run.integrity_details), run.error_origin)
+    assert first[0] == ["collected_fewer_than_control"]
+    run.integrity_flags = []                                   # what the re-grade keeps of them
+    apply_control(run, inst, recorded_facts(run))
+    apply_control(run, inst, recorded_facts(run))              # and again: no duplicates
+    assert (run.integrity_flags, run.integrity_details, run.error_origin) == first
+
+    legacy = InstanceResult("x__y-1", "x/y", "m", InstanceStatus.INVALID, error_reason=ErrorReason.TIMEOUT,
+                            integrity_flags=["failed_like_control"],
+                            integrity_details={"control_error_reason": "timeout"})
+    facts = recorded_facts(legacy)
+    legacy.integrity_flags = []
+    apply_control(legacy, inst, facts)
+    assert legacy.integrity_flags == ["failed_like_control"] and legacy.error_origin == "harness"

@@ -155,3 +155,29 @@ def test_build_inputs_decide_whether_a_further_instance_can_reuse_an_earlier_bui
         assert is_build_input(path, DEFAULT_COMPILED_SOURCES), path
     for path in ("pylint/checkers/base.py", "tests/test_self.py", "docs/index.rst", "README.md", "tox.ini"):
         assert not is_build_input(path, DEFAULT_COMPILED_SOURCES), path
+
+
+# ------------------------------------------------------------------ a failed rebuild's detail
+
+def test_a_failed_rebuild_names_the_compiler_error_even_when_warnings_follow_it():
+    from harness.errors import build_failure_excerpt
+    # matplotlib 3.3's rebuild: g++'s error, then setuptools' deprecation text, then the exit line
+    noise = "".join(f"        ********** deprecation notice line {n} **********\n" for n in range(60))
+    output = ("building 'matplotlib.ft2font' extension\ng++ -c src/ft2font.cpp -o build/ft2font.o\n"
+              "src/ft2font.cpp:826:1: error: expected unqualified-id before 'this'\n"
+              f"{noise}error: command '/usr/bin/g++' failed with exit code 1\n")
+    excerpt = build_failure_excerpt(output, limit=1500)
+    assert len(excerpt) <= 1500
+    assert excerpt.startswith("src/ft2font.cpp:826:1: error: expected unqualified-id before 'this'\n[...]\n")
+    assert excerpt.endswith("error: command '/usr/bin/g++' failed with exit code 1\n")
+    # an error already in the end is not repeated; output without error lines is just its end
+    short = "gcc -c x.c\nx.c:3:1: error: expected ';'\n"
+    assert build_failure_excerpt(short) == short
+    assert build_failure_excerpt("a" * 3000, limit=100) == "a" * 100
+    # scikit-learn 0.21's rebuild of a broken .pyx: Cython's located message, then numpy.distutils' traceback
+    cython = ("Error compiling Cython file:\n---\ncdef this is not Cython\n         ^\n---\n\n"
+              "sklearn/utils/murmurhash.pyx:134:10: Syntax error in C variable declaration\n"
+              + "  File \"setup.py\", line 290, in <module>\n" * 60
+              + "Cython.Compiler.Errors.CompileError: sklearn/utils/murmurhash.pyx\n")
+    assert build_failure_excerpt(cython, limit=600).startswith(
+        "sklearn/utils/murmurhash.pyx:134:10: Syntax error in C variable declaration\n[...]\n")

@@ -95,13 +95,14 @@ def test_spell_id_and_canaries_per_runner():
               "def test_module_level():\n    assert helper() == 2\n").encode()
     files = {"tests/a/models.py": module, "tests/a/tests.py": module}
     changed, canaries = plant(files, list(files), {}, count=3, spell=get_runner("django").spell_id,
-                              styles=(get_runner("django").canary_style,))
+                              styles=get_runner("django").canary_styles,
+                              collects_class=get_runner("django").collects_class)
     assert canaries and all(c.path == "tests/a/tests.py" and c.cls == "TestThing" for c in canaries)
     assert all(c.test_id == get_runner("django").spell_id(c.path, c.cls, c.name) for c in canaries)
     compile(changed["tests/a/tests.py"], "canary", "exec")
     sympy = get_runner("sympy")
     _, functions = plant({"sympy/core/tests/test_a.py": module}, ["sympy/core/tests/test_a.py"], {}, count=3,
-                         spell=sympy.spell_id, styles=(sympy.canary_style,))
+                         spell=sympy.spell_id, styles=sympy.canary_styles, collects_class=sympy.collects_class)
     assert functions and all(c.cls is None and c.test_id == f"sympy/core/tests/test_a.py::{c.name}"
                              for c in functions)
 
@@ -114,7 +115,7 @@ def test_unittest_canary_really_fails_and_passes(tmp_path):
     source = (b"import unittest\n\n\nclass TestMod(unittest.TestCase):\n    def test_sum(self):\n"
               b"        self.assertEqual(sum([1, 2]), 3)\n")
     changed, canaries = plant({"test_mod.py": source}, ["test_mod.py"], {}, count=1, spell=runner.spell_id,
-                              styles=(runner.canary_style,))
+                              styles=runner.canary_styles, collects_class=runner.collects_class)
     (canary,) = canaries
     (tmp_path / "test_mod.py").write_bytes(changed["test_mod.py"])
     proc = subprocess.run([sys.executable, "-m", "unittest", "-v", "test_mod"], cwd=tmp_path, capture_output=True,
@@ -166,3 +167,31 @@ def test_patches_reaching_into_the_sympy_reporter_are_flagged():
 def test_nested_classes_are_spelled_as_pytest_node_ids():
     assert get_runner("pytest").test_id("t/test_a.py", "Outer.Inner", "test_x") == "t/test_a.py::Outer::Inner::test_x"
     assert get_runner("unittest").spell_id("t/test_a.py", "Outer.Inner", "test_x") == "t/test_a.py::Outer::Inner::test_x"
+
+
+def test_pytest_canaries_go_into_the_test_classes_pytest_collects_and_fail_there(tmp_path):
+    """pytest runs module-level tests and methods of Test* classes (and TestCase subclasses):
+    canaries go into either, never into a class pytest skips (a helper class, one with
+    __init__, a decorated one), and each canary fails under real pytest while its original passes."""
+    import ast
+    import subprocess
+    import sys
+    runner = get_runner("pytest")
+    collects = {c.name: runner.collects_class(c) for c in ast.parse(
+        "import unittest\nclass TestA: pass\nclass TestB:\n    def __init__(self): pass\n"
+        "class Helper: pass\nclass CaseTests(unittest.TestCase): pass\nclass Mixin(object): pass\n"
+        "@decorate\nclass TestC: pass\n").body if isinstance(c, ast.ClassDef)}
+    assert collects == {"TestA": True, "TestB": False, "Helper": False, "CaseTests": True, "Mixin": False,
+                        "TestC": False}
+    source = (b"class Helper:\n    def test_not_collected(self):\n        assert len('ab') == 2\n\n\n"
+              b"class TestShapes:\n    def test_sum(self):\n        assert sum([1, 2]) == 3\n\n"
+              b"    def test_len(self):\n        assert len('abc') == 3\n")
+    changed, canaries = plant({"test_mod.py": source}, ["test_mod.py"], {}, count=2, spell=runner.spell_id,
+                              styles=runner.canary_styles, collects_class=runner.collects_class)
+    assert len(canaries) == 2 and all(c.cls == "TestShapes" for c in canaries)
+    (tmp_path / "test_mod.py").write_bytes(changed["test_mod.py"])
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", "test_mod.py"],
+                          cwd=tmp_path, capture_output=True, text=True)
+    for canary in canaries:
+        assert f"FAILED {canary.test_id}" in proc.stdout, proc.stdout
+        assert f"PASSED {canary.original_id}" in proc.stdout, proc.stdout

@@ -1,0 +1,87 @@
+"""What a run takes from its reference-patch control (``harness run --control RUN_DIR``).
+
+The control's report is read once, when the run records an instance (:func:`control_facts`);
+the facts grading needs are kept in the run's own report (``integrity.control``), so that
+``harness report`` re-grades with exactly what the run saw, even when the control
+directory has moved or been re-graded since. :func:`apply_control` is the one place that
+turns those facts into flags and an origin, for the live run and the re-grade alike:
+
+* a model run that failed the way the control failed is not charged to the model
+  (:func:`harness.grading.origins.same_failure_as_control`): flag ``failed_like_control``;
+* a run that collected fewer graded tests than the control did is flagged
+  (``collected_fewer_than_control``);
+* the graded tests the control skipped (``skipped``) are what grading may keep as
+  SKIPPED even when the code under test raised the skip (harness/grading/grade.py).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from harness.grading.origins import same_failure_as_control
+from harness.grading.status import ErrorReason, InstanceStatus
+from harness.instances import Instance
+from harness.report import InstanceResult
+
+#: flags and details apply_control decides (cleared before it decides them again)
+CONTROL_FLAGS = ("failed_like_control", "collected_fewer_than_control")
+CONTROL_DETAILS = ("control_error_reason", "control_collected", "not_collected_but_in_control")
+
+
+def control_facts(instance: Instance, control_dir: Path) -> dict | None:
+    """The facts of the control's report of ``instance`` that grading uses, or None when
+    the control has no (readable) report for it. Bounded by the instance's test lists."""
+    try:
+        control = InstanceResult.from_report(json.loads((Path(control_dir) / instance.instance_id /
+                                                         "report.json").read_text()))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    graded = {*instance.fail_to_pass, *instance.pass_to_pass}
+    outcomes = control.integrity_details.get("skipped_or_xfailed") or {}
+    skipped = sorted(t for t, s in outcomes.items() if s == "SKIPPED") if isinstance(outcomes, dict) else []
+    return {"run_dir": str(control_dir), "error_reason": control.error_reason.value if control.error_reason else None,
+            "collection_errors": list(control.integrity_details.get("collection_errors") or [])[:50],
+            "skipped": skipped, "collected_any": bool(control.collected),
+            "collected": sorted(graded & set(control.collected))}
+
+
+def recorded_facts(result: InstanceResult) -> dict | None:
+    """The control facts a report carries. Reports written before the facts were recorded
+    keep what they can: the control's reason, when the run was found to fail like it."""
+    facts = result.integrity_details.get("control")
+    if isinstance(facts, dict):
+        return facts
+    if "failed_like_control" in result.integrity_flags and result.integrity_details.get("control_error_reason"):
+        return {"error_reason": result.integrity_details["control_error_reason"],
+                "collection_errors": list(result.integrity_details.get("collection_errors") or [])}
+    return None
+
+
+def apply_control(result: InstanceResult, instance: Instance, facts: dict) -> None:
+    """Flag ``result`` and settle its origin against the control (see the module docstring)."""
+    result.integrity_flags = [f for f in result.integrity_flags if f not in CONTROL_FLAGS]
+    for key in CONTROL_DETAILS:
+        result.integrity_details.pop(key, None)
+    try:
+        control_reason = ErrorReason(facts["error_reason"]) if facts.get("error_reason") else None
+    except ValueError:
+        control_reason = None
+    if same_failure_as_control(result.error_reason, control_reason,
+                               result.integrity_details.get("collection_errors", []),
+                               facts.get("collection_errors") or []):
+        result.origin = "harness" if result.error_reason.origin != "harness" else None
+        result.integrity_flags.append("failed_like_control")
+        result.integrity_details["control_error_reason"] = control_reason.value
+        return
+    # an INVALID run's collected list means nothing, except when the reason is that graded
+    # tests were never collected (a test module stopped importing): compare that one too
+    collection_error = result.error_reason is ErrorReason.COLLECTION_ERROR
+    if not facts.get("collected_any") or (result.status is InstanceStatus.INVALID and not collection_error):
+        return
+    collected = set(facts.get("collected") or ())
+    lost = sorted(collected - set(result.collected))
+    result.integrity_details["control_collected"] = len(collected)
+    if lost:
+        result.integrity_flags.append("collected_fewer_than_control")
+        result.integrity_details["not_collected_but_in_control"] = lost[:50]
