@@ -159,6 +159,16 @@ _BUILD_ERROR_LINE = re.compile(r":\d+(?::\d+)?: (?:fatal )?error: |\.(?:pyx|pxd|
                                r"|^[A-Za-z_][\w.]*(?:Error|Exception): ")
 
 
+def last_error_line(output: str, window: int = 64 * 1024) -> str | None:
+    """The last line of the output's end that reads like an error (``ImportError: ...``, a
+    compiler's ``file.c:3:1: error: ...``), cut to 300 characters; None when there is none.
+    Only the last ``window`` characters are read: output is the model's, and may be huge."""
+    for line in reversed(output[-window:].splitlines()):
+        if _BUILD_ERROR_LINE.search(line.strip()):
+            return line.strip()[:300]
+    return None
+
+
 def build_failure_excerpt(output: str, limit: int = 1500) -> str:
     """The end of a failed build's output (at most ``limit`` characters), led by its first
     error lines when they are not in that end: setuptools prints pages of deprecation

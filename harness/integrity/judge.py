@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from harness.errors import last_error_line
 from harness.grading.conventions import IdKind, get_convention, map_results
 from harness.grading.grade import Grade, TestLists, grade
 from harness.grading.parsers import ResultsTooLarge, RunArtefacts, get_parser
@@ -114,8 +115,11 @@ def judge_run(instance: Instance, parser_name: str, output: str, junit_xml: byte
         flags.append("collection_error")
         details["collection_errors"] = collection_errors[:50]
     if not native:
+        # why the runner stopped, when its output says (an ImportError of the patched package)
+        stopped = last_error_line(output)
         reasons.append((ErrorReason.SUITE_DID_NOT_RUN,
-                        f"no test results (runner exit code {exit_code}; {'; '.join(parsed.notes[:3])})"))
+                        f"no test results (runner exit code {exit_code}; {'; '.join(parsed.notes[:3])})"
+                        + (f"; the output ends with {stopped!r}" if stopped else "")))
     elif collection_errors and not_collected:
         # graded tests never ran because a test module did not import: not silently "failed"
         reasons.append((ErrorReason.COLLECTION_ERROR,

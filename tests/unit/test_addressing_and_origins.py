@@ -197,3 +197,17 @@ def test_the_control_facts_a_run_records_decide_alike_when_applied_again(tmp_pat
     legacy.integrity_flags = []
     apply_control(legacy, inst, facts)
     assert legacy.integrity_flags == ["failed_like_control"] and legacy.error_origin == "harness"
+
+
+def test_a_suite_that_never_ran_says_why_when_its_output_does():
+    """A patch that breaks the package's import (a circular import: ACR on sympy-21614):
+    the reason names the error the runner stopped on, not only its exit code."""
+    inst = parse_instance(_record())
+    output = ("Traceback (most recent call last):\n  File \"/testbed/y/__init__.py\", line 3, in <module>\n"
+              "ImportError: cannot import name 'Derivative' from partially initialized module 'y.core'\n"
+              "\n" + "noise after the error\n" * 50)
+    judged = judge_run(inst, "pytest-text", output, None, 1, RunContext(test_files=("t/test_a.py",)))
+    assert judged.reason is ErrorReason.SUITE_DID_NOT_RUN
+    assert "ImportError: cannot import name 'Derivative'" in judged.detail
+    quiet = judge_run(inst, "pytest-text", "nothing here\n", None, 1, RunContext(test_files=("t/test_a.py",)))
+    assert quiet.reason is ErrorReason.SUITE_DID_NOT_RUN and "ends with" not in quiet.detail
