@@ -369,22 +369,31 @@ class DockerSandbox:
         except APIError as exc:
             raise InfrastructureError(f"writing files into {directory} failed: {exc.explanation or exc}") from None
 
+    def _archive(self, path: str, cap: int) -> io.BytesIO | None:
+        """The tar stream of ``path`` from the archive API, read to at most about ``cap`` bytes
+        (what the container holds is the model's: never read without bound); None when the
+        path does not exist."""
+        try:
+            bits, _ = self.container.get_archive(path)
+        except NotFound:
+            return None
+        except APIError as exc:
+            raise InfrastructureError(f"reading {path} failed: {exc.explanation or exc}") from None
+        raw = io.BytesIO()
+        for chunk in bits:
+            raw.write(chunk)
+            if raw.tell() > cap:
+                break
+        raw.seek(0)
+        return raw
+
     def get_files(self, directory: str, limit: int) -> dict[str, bytes] | None:
         """The regular files under ``directory`` (relative names -> bytes), read through the
         archive API; None when it does not exist. At most ``limit`` bytes in all: a member
         past the limit is cut."""
-        try:
-            bits, _ = self.container.get_archive(directory)
-        except NotFound:
+        raw = self._archive(directory, limit + 4 * 1024 * 1024)
+        if raw is None:
             return None
-        except APIError as exc:
-            raise InfrastructureError(f"reading {directory} failed: {exc.explanation or exc}") from None
-        raw = io.BytesIO()
-        for chunk in bits:
-            raw.write(chunk)
-            if raw.tell() > limit + 4 * 1024 * 1024:
-                break
-        raw.seek(0)
         out: dict[str, bytes] = {}
         left = limit
         try:
@@ -404,18 +413,9 @@ class DockerSandbox:
     def get_file(self, path: str, limit: int) -> bytes | None:
         """Read one regular file out through the archive API; None if absent or not a
         regular file. At most ``limit`` bytes are read (a bigger file is cut)."""
-        try:
-            bits, stat = self.container.get_archive(path)
-        except NotFound:
+        raw = self._archive(path, limit + 1024 * 1024)
+        if raw is None:
             return None
-        except APIError as exc:
-            raise InfrastructureError(f"reading {path} failed: {exc.explanation or exc}") from None
-        raw = io.BytesIO()
-        for chunk in bits:
-            raw.write(chunk)
-            if raw.tell() > limit + 1024 * 1024:
-                break
-        raw.seek(0)
         try:
             with tarfile.open(fileobj=raw, mode="r|") as tar:
                 for member in tar:
