@@ -16,13 +16,12 @@ turns those facts into flags and an origin, for the live run and the re-grade al
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from harness.grading.origins import same_failure_as_control
 from harness.grading.status import ErrorReason, InstanceStatus
 from harness.instances import Instance
-from harness.report import InstanceResult
+from harness.report import InstanceResult, load_report
 
 #: flags and details apply_control decides (cleared before it decides them again)
 CONTROL_FLAGS = ("failed_like_control", "collected_fewer_than_control")
@@ -32,10 +31,8 @@ CONTROL_DETAILS = ("control_error_reason", "control_collected", "not_collected_b
 def control_facts(instance: Instance, control_dir: Path) -> dict | None:
     """The facts of the control's report of ``instance`` that grading uses, or None when
     the control has no (readable) report for it. Bounded by the instance's test lists."""
-    try:
-        control = InstanceResult.from_report(json.loads((Path(control_dir) / instance.instance_id /
-                                                         "report.json").read_text()))
-    except (OSError, ValueError, KeyError, TypeError):
+    control = load_report(Path(control_dir) / instance.instance_id / "report.json")
+    if control is None:
         return None
     graded = {*instance.fail_to_pass, *instance.pass_to_pass}
     outcomes = control.integrity_details.get("skipped_or_xfailed") or {}

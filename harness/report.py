@@ -314,6 +314,14 @@ def encode_text(text: str) -> bytes:
         return text.encode("utf-8", "backslashreplace")
 
 
+def load_report(path: Path) -> InstanceResult | None:
+    """The result a ``report.json`` holds, or None when it is absent or unreadable."""
+    try:
+        return InstanceResult.from_report(json.loads(Path(path).read_text()))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def write_text_atomic(path: Path, text: str | bytes) -> None:
     with atomic_open(path, "wb") as handle:
         handle.write(encode_text(text) if isinstance(text, str) else text)

@@ -19,7 +19,6 @@ the summary are built from the run directory), so its memory does not grow with 
 
 from __future__ import annotations
 
-import json
 import socket
 import threading
 import time
@@ -46,7 +45,7 @@ from harness.logs import get_logger
 from harness.predictions import Prediction
 from harness.preparation import Prepared, Preparer
 from harness.repos import GitDir, RepositoryUnavailable, TreeEntry
-from harness.report import InstanceResult
+from harness.report import InstanceResult, load_report
 from harness.specs import EnvSpec
 
 __all__ = ["Prepared", "Preparer", "RunConfig", "Task", "TaskEvaluator", "TaskOutcome", "TaskRequest"]
@@ -406,13 +405,6 @@ class _PristineReader:
 
     def close(self) -> None:
         self._files.clear()
-
-
-def load_report(path: Path) -> InstanceResult | None:
-    try:
-        return InstanceResult.from_report(json.loads(path.read_text()))
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
 
 
 def iter_tasks(instances: Iterable[Instance], predictions: Iterable[Prediction]) -> tuple[list[Task], list[str]]:
