@@ -115,8 +115,6 @@ def build_instance(images: ImageBuilder, name_hint: str, spec: EnvSpec, env: Ima
                     why = f"an incremental rebuild on {planned.base.tag} does not apply: {exc}"
                     del labels[f"{LABEL_PREFIX}.reused-from"], labels[f"{LABEL_PREFIX}.rebuilt"]
                     planned = None
-            if planned is not None and planned.touched:
-                pass  # rebuilt above
             elif planned is not None:
                 reuse.write_delta(planned, tree_dir, delta, images.bases.uid)
                 labels[f"{LABEL_PREFIX}.reused-from"] = planned.base.tag
@@ -125,16 +123,17 @@ def build_instance(images: ImageBuilder, name_hint: str, spec: EnvSpec, env: Ima
                 note = (f"# built on {planned.base.tag} (same version, no build input changed): "
                         f"{len(planned.changed)} files changed, {len(planned.deleted)} removed, "
                         f"{len(planned.git_changed)} .git files new, {len(planned.git_deleted)} removed\n")
-            elif spec.compiler == "none" and not spec.downloads:
-                # no compiler cache to mount: one docker build, the tree in one layer and
-                # what the install wrote in the next
-                log, written = _install_in_build(images, env, spec, tag, env_lines, tree_tar, script, labels)
-            else:
-                build_parent = compiler_env if spec.compiler != "none" else env
-                log, written = _install_in_container(images, build_parent, spec, tree_tar, script, delta, ccache_key)
-                dockerfile = f"FROM {final_parent.tag}\n{env_lines}ADD delta.tar /\nWORKDIR /testbed\n"
-                images.docker_build(tag, dockerfile, {"delta.tar": delta}, labels)
             if planned is None:
+                if spec.compiler == "none" and not spec.downloads:
+                    # no compiler cache to mount: one docker build, the tree in one layer and
+                    # what the install wrote in the next
+                    log, written = _install_in_build(images, env, spec, tag, env_lines, tree_tar, script, labels)
+                else:
+                    build_parent = compiler_env if spec.compiler != "none" else env
+                    log, written = _install_in_container(images, build_parent, spec, tree_tar, script, delta,
+                                                         ccache_key)
+                    dockerfile = f"FROM {final_parent.tag}\n{env_lines}ADD delta.tar /\nWORKDIR /testbed\n"
+                    images.docker_build(tag, dockerfile, {"delta.tar": delta}, labels)
                 tracked = {e.path for e in GitDir(tree_dir).ls_tree("HEAD")}
                 rewritten = tuple(sorted(p for p in written if p in tracked))
                 note = f"# full install ({why})\n# install script\n{script}\n# install output\n{log}\n\n"
