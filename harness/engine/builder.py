@@ -18,7 +18,7 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.engine.images import ImageBuilder, Interpreter, venv_install
+from harness.engine.images import ImageBuilder, Interpreter, tar_bytes, venv_install
 from harness.errors import ImageBuildError
 
 BUILD_TIMEOUT = 1800
@@ -87,7 +87,7 @@ class Builder:
     def _venv(self, container, tools_dir: Path, tools_lock: str) -> str:
         """A venv at /venv with exactly the tools lock; returns the set-up log."""
         self._put_dir(container, tools_dir, "tools")
-        container.put_archive("/", _tar_bytes({"tools.lock": tools_lock.encode()}))
+        container.put_archive("/", tar_bytes({"tools.lock": tools_lock.encode()}))
         code, out = self._run(container, "set -e; " + venv_install(self.interpreter.executable, "/venv", "/tools",
                                                                      "/tools.lock"))
         if code != 0:
@@ -104,7 +104,7 @@ class Builder:
         try:
             log.append(self._venv(container, tools_dir, tools_lock))
             staging = {f"sdists/{p.name}": p.read_bytes() for p in sdists}
-            container.put_archive("/", _tar_bytes(staging))
+            container.put_archive("/", tar_bytes(staging))
             for sdist in sdists:
                 command = (f"/venv/bin/python -m pip wheel --no-deps --no-build-isolation --no-index "
                            f"--find-links /tools -w /out /sdists/{shlex.quote(sdist.name)}")
@@ -134,7 +134,7 @@ class Builder:
         try:
             log = [self._venv(container, tools_dir, tools_lock)]
             self._put_dir(container, tree, "tree")
-            container.put_archive("/", _tar_bytes({"metadata.py": METADATA_SCRIPT.encode()}))
+            container.put_archive("/", tar_bytes({"metadata.py": METADATA_SCRIPT.encode()}))
             steps = "\n".join(prepare)
             command = (f"/venv/bin/python /metadata.py /tree /meta {shlex.quote(backend)} "
                        f"{shlex.quote(backend_path)}")
@@ -166,14 +166,3 @@ def _read_file(container, path: str, missing_ok: bool = False) -> str:
     with tarfile.open(fileobj=io.BytesIO(b"".join(bits))) as tar:
         member = tar.getmembers()[0]
         return tar.extractfile(member).read().decode(errors="replace")
-
-
-def _tar_bytes(files: dict[str, bytes]) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            info.mode = 0o644
-            tar.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()

@@ -496,6 +496,15 @@ def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) 
     tar.addfile(info, io.BytesIO(data))
 
 
+def tar_bytes(files: dict[str, bytes], mode: int = 0o644) -> bytes:
+    """An uncompressed tar of ``files`` (name -> content), for ``put_archive``."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, data in files.items():
+            _add_bytes(tar, name, data, mode)
+    return buffer.getvalue()
+
+
 #: mtime of every file of an exported tree (2000-01-01): fixed, and older than anything an
 #: install writes, so the files an install creates or changes are found by mtime alone.
 TREE_MTIME = 946684800

@@ -34,10 +34,8 @@ removed files of the tree and its ``.git``, the rebuilt artefacts.
 
 from __future__ import annotations
 
-import io
 import json
 import shlex
-import tarfile
 import tempfile
 import time
 from dataclasses import dataclass
@@ -46,7 +44,7 @@ from pathlib import Path
 import docker.errors
 from docker.types import Mount
 
-from harness.engine.images import PRISTINE_TREE, TREE_MTIME, VENV, ImageBuilder
+from harness.engine.images import PRISTINE_TREE, TREE_MTIME, VENV, ImageBuilder, tar_bytes
 from harness.engine.instance_reuse import Delta, delete_listed, write_delta
 from harness.errors import ImageBuildError
 from harness.repos import GitDir
@@ -133,7 +131,7 @@ def rebuild(images: ImageBuilder, delta: Delta, spec: EnvSpec, tree_dir: Path, t
         changed = "\0".join(delta.changed).encode()
         run(f"set -e; mkdir -p {WORK}/home; touch -d @$(( $(date +%s) - 2 )) {STAMP}; "
             f"rm -rf /testbed; ln -s {PRISTINE_TREE} /testbed", "prepare")
-        container.put_archive(WORK, _files({"declared.py": DECLARED.read_bytes(), "changed.list": changed,
+        container.put_archive(WORK, tar_bytes({"declared.py": DECLARED.read_bytes(), "changed.list": changed,
                                             "removed.list": "\0".join(removed).encode()}))
         declare = (f"cd /testbed && python {WORK}/declared.py declare {{out}} > {WORK}/declare.log 2>&1 "
                    f"|| {{{{ tail -c 3000 {WORK}/declare.log; exit 1; }}}}")
@@ -200,16 +198,6 @@ def rebuild(images: ImageBuilder, delta: Delta, spec: EnvSpec, tree_dir: Path, t
         raise NotIncremental(f"the engine refused a step: {exc}\n" + "\n".join(log)[-6000:]) from None
     finally:
         container.remove(force=True, v=True)
-
-
-def _files(files: dict[str, bytes]) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size, info.mode = len(data), 0o644
-            tar.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
 
 
 def explain(error: ImageBuildError | NotIncremental) -> str:

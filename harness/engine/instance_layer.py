@@ -38,7 +38,7 @@ from docker.types import Mount
 from harness.engine import incremental
 from harness.engine import instance_reuse as reuse
 from harness.engine.images import (IMAGE_FORMAT, LABEL_PREFIX, PRISTINE_TREE, VENV, ImageBuilder, ImageRef,
-                                   _tag_safe, _tree_tarinfo)
+                                   _tag_safe, _tree_tarinfo, tar_bytes)
 from harness.errors import ImageBuildError
 from harness.hashing import content_hash
 from harness.repos import GitDir
@@ -212,11 +212,11 @@ def _install_in_container(images: ImageBuilder, parent: ImageRef, spec: EnvSpec,
         container.exec_run(["mkdir", "-p", PRISTINE_TREE])
         with open(tree_tar, "rb") as handle:
             container.put_archive(PRISTINE_TREE, handle)
-        container.put_archive("/opt/harness", _one_file("install.sh", script.encode()))
+        container.put_archive("/opt/harness", tar_bytes({"install.sh": script.encode()}, 0o755))
         for url, digest, to in spec.downloads:
             data = fetch_download(images.cache_dir, url, digest)
             container.exec_run(["mkdir", "-p", str(Path(to).parent)])
-            container.put_archive(str(Path(to).parent), _one_file(Path(to).name, data))
+            container.put_archive(str(Path(to).parent), tar_bytes({Path(to).name: data}, 0o755))
         prepare = (f"touch {STAMP}; rm -rf /testbed; cp -a {PRISTINE_TREE} /testbed")
         collect = (f"cd /; rm -rf {PRISTINE_TREE}; mv /testbed {PRISTINE_TREE}; mkdir /testbed; "
                    f"chown -R {images.bases.uid}:{images.bases.uid} {PRISTINE_TREE} /testbed; "
@@ -272,13 +272,3 @@ def fetch_download(cache_dir: Path, url: str, digest: str) -> bytes:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
     return data
-
-
-def _one_file(name: str, data: bytes) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        info = tarfile.TarInfo(name)
-        info.size = len(data)
-        info.mode = 0o755
-        tar.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
