@@ -111,7 +111,7 @@ class Preparer:
                 sub_commit = sub.resolve_commit(link.oid, instance.instance_id)
                 lacking = missing_objects(sub, sub_commit)
                 if lacking:
-                    raise RepositoryUnavailable(f"submodule {link.path}: {sub.git_dir} lacks "
+                    raise RepositoryUnavailable(f"submodule {link.path}: {sub.path} lacks "
                                                 f"{', '.join(f'{p} (object {o})' for p, o in lacking[:10])}",
                                                 field="base_commit")
 

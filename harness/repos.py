@@ -6,7 +6,8 @@ in the cache, made once from the public URL when the machine is online.
 
 Repositories are opened the way git opens them (:class:`GitDir`, the git command line
 with ``--git-dir``): a bare directory without a ``config`` file, with or without a
-``.git`` suffix, a work tree with ``.git``, all work. Nothing is fetched lazily (a
+``.git`` suffix, a work tree with ``.git``, all work; so does a (read-only) copy that lost
+its empty ``refs/`` directory, which git alone refuses (opened through a view, below). Nothing is fetched lazily (a
 partial clone's missing objects are reported, never downloaded).
 
 :func:`export_tree` writes the tree at ``base_commit`` into a fresh repository with
@@ -22,6 +23,7 @@ needs that the repository lacks, naming path and blob.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -95,7 +97,7 @@ class GitDir:
         try:
             return str(self.run("rev-parse", "--verify", "--quiet", "--end-of-options", f"{sha}^{{commit}}")).strip()
         except GitFailed:
-            raise RepositoryUnavailable(f"commit {sha} not in {self.git_dir}", record=instance_id or None,
+            raise RepositoryUnavailable(f"commit {sha} not in {self.path}", record=instance_id or None,
                                         field="base_commit") from None
 
     def tree_of(self, commit: str) -> str:
@@ -168,7 +170,41 @@ def locate_git_dir(path: Path) -> Path | None:
         return path.resolve()
     if (path / "commondir").is_file() and (path / "HEAD").is_file():
         return path.resolve()
+    if (path / "HEAD").is_file() and (path / "objects").is_dir():
+        return _refless_view(path.resolve())
     return None
+
+
+#: Where views of git directories that lack ``refs/`` are made (see :func:`_refless_view`).
+REFLESS_VIEWS = Path(tempfile.gettempdir()) / "harness-git-views"
+
+
+def _refless_view(path: Path) -> Path:
+    """A git directory git itself opens, for one that has ``HEAD`` and ``objects/`` but no
+    ``refs/`` directory (an empty ``refs/`` is lost when a repository is copied by tools
+    that drop empty directories; git then says "not a git repository", and the copy may be
+    read-only). The view holds copies of the small files that name commits (``HEAD``,
+    ``packed-refs``, ``shallow``), an empty ``refs/`` and ``objects`` as a link to the
+    original's object store, so nothing is copied or written where the repository is.
+    Keyed by the path and the small files' content: a changed original gets a new view."""
+    small = {name: (path / name).read_bytes() for name in ("HEAD", "packed-refs", "shallow")
+             if (path / name).is_file()}
+    key = hashlib.sha256(repr((str(path), sorted(small.items()))).encode()).hexdigest()[:16]
+    view = REFLESS_VIEWS / f"{path.name}-{key}"
+    if (view / "objects").exists():
+        return view
+    REFLESS_VIEWS.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}-", dir=REFLESS_VIEWS))
+    (tmp / "refs" / "heads").mkdir(parents=True)
+    (tmp / "refs" / "tags").mkdir()
+    for name, data in small.items():
+        (tmp / name).write_bytes(data)
+    (tmp / "objects").symlink_to(path / "objects", target_is_directory=True)
+    try:
+        tmp.rename(view)
+    except OSError:            # another process made the same view first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return view
 
 
 def _is_git_dir(path: Path) -> bool:
@@ -339,7 +375,7 @@ def _write_tree(repo: GitDir, commit: str, root: Path, prefix: str, submodules: 
         try:
             sub_commit = sub.resolve_commit(link.oid)
         except RepositoryUnavailable:
-            raise RepositoryUnavailable(f"submodule {where!r}: commit {link.oid} is not in {sub.git_dir} "
+            raise RepositoryUnavailable(f"submodule {where!r}: commit {link.oid} is not in {sub.path} "
                                         f"({url})", field="repo") from None
         sub_expected, sub_used = _write_tree(sub, sub_commit, root, where + "/", submodules, depth + 1)
         expected += sub_expected
@@ -350,7 +386,7 @@ def _write_tree(repo: GitDir, commit: str, root: Path, prefix: str, submodules: 
 def _missing_message(repo: GitDir, commit: str, lacking: list[tuple[str, str]]) -> str:
     named = ", ".join(f"{path} (object {oid})" for path, oid in lacking[:10])
     more = f" and {len(lacking) - 10} more" if len(lacking) > 10 else ""
-    return (f"{repo.git_dir} lacks {len(lacking)} object(s) of commit {commit[:12]}'s tree: {named}{more} "
+    return (f"{repo.path} lacks {len(lacking)} object(s) of commit {commit[:12]}'s tree: {named}{more} "
             "(a partial or damaged clone; fetch the full repository, or add a file whose content you "
             "have with `git hash-object -w --no-filters FILE`: git stores it only under the id its "
             "content hashes to, so a wrong file cannot stand in for the object)")

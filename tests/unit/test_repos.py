@@ -151,3 +151,36 @@ def test_the_pristine_reader_reads_each_file_once_as_git_has_it(tmp_path):
     assert reader.paths() == {"a.py", "pkg/b.py", "run.sh", "link.py"}
     (tmp_path / "src" / ".git" / "objects").rename(tmp_path / "objects-gone")  # nothing is read again
     assert reader.read("pkg/b.py") == (b"y = 2\n", 0o100644) and reader.read("nope.py") is None
+
+
+def test_a_read_only_copy_without_refs_is_opened_through_a_view(tmp_path):
+    """A repository copied by a tool that drops empty directories has no ``refs/``; git
+    alone says "not a git repository". It is opened without writing where it is."""
+    commit = make_repo(tmp_path / "src", {"a.py": "x = 1\n", "pkg/b.py": "y = 2\n"})
+    bare = tmp_path / "repos" / "o__r.git"
+    git("clone", "-q", "--bare", str(tmp_path / "src"), str(bare))
+    git("--git-dir", str(bare), "update-ref", f"refs/base/{commit}", commit)
+    git("--git-dir", str(bare), "pack-refs", "--all")
+    shutil.rmtree(bare / "refs")
+    for name in ("config", "description", "hooks", "info"):
+        shutil.rmtree(bare / name, ignore_errors=True) if (bare / name).is_dir() else (bare / name).unlink()
+    proc = subprocess.run(["git", "--git-dir", str(bare), "rev-parse", commit], capture_output=True, text=True)
+    assert proc.returncode != 0 and "not a git repository" in proc.stderr   # what git alone does
+    modes = {p: p.stat().st_mode for p in [bare, *bare.rglob("*")]}
+    for path in modes:
+        path.chmod(modes[path] & ~0o222)
+    try:
+        resolver = RepoResolver(tmp_path / "cache", tmp_path / "repos", allow_clone=False)
+        repo = resolver.open("o/r")
+        assert repo.path == bare and repo.git_dir != bare
+        assert repo.resolve_commit(commit[:12]) == commit
+        assert repo.read_blob(commit, "pkg/b.py") == b"y = 2\n"
+        exported = export_tree(repo, commit, tmp_path / "export")
+        assert exported.tree_sha == git("rev-parse", f"{commit}^{{tree}}", cwd=tmp_path / "src")
+        with pytest.raises(RepositoryUnavailable) as info:
+            repo.resolve_commit("0" * 40)
+        assert str(bare) in str(info.value)          # the message names the repository, not the view
+        assert {p: p.stat().st_mode for p in modes} == {p: m & ~0o222 for p, m in modes.items()}
+    finally:
+        for path, mode in modes.items():
+            path.chmod(mode)
