@@ -488,6 +488,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     print(f"re-graded {args.run_dir}: resolved {summary['resolved_instances']} of {summary['total_instances']}; "
           f"changed: {', '.join(summary['regraded_changed_ids']) or 'none'}")
     _write_pages(args.run_dir.expanduser().resolve())
+    from harness.swebench.layout import refresh_layout
+    refreshed = refresh_layout(args.run_dir.expanduser().resolve())
+    if refreshed is not None:
+        print(f"SWE-bench layout rewritten: {refreshed.run_report}")
     return 0
 
 

@@ -48,6 +48,8 @@ from harness.errors import InputError
 from harness.paths import id_problem
 
 LOGS = Path("logs") / "run_evaluation"
+#: beside the model directories: what the run report was counted from (harness's, not SWE-bench's)
+REQUEST = "harness-layout.json"
 START_TEST_OUTPUT = ">>>>> Start Test Output"
 END_TEST_OUTPUT = ">>>>> End Test Output"
 TEST_EXIT_CODE = ">>>>> Test Exit Code"
@@ -216,11 +218,30 @@ def write_layout(run_dir: Path, run_id: str, model: str, instance_ids: Iterable[
         if patch is not None:
             write_text_atomic(target / "patch.diff", patch)
         write_text_atomic(target / "run_instance.log", instance_log(report))
+    instance_ids = sorted(set(instance_ids))
     summary = run_report(instance_ids, predictions, reports)
-    report_path = Path(report_dir or run_dir) / f"{model_dirname(model)}.{run_id}.json"
+    report_path = Path(report_dir or run_dir).resolve() / f"{model_dirname(model)}.{run_id}.json"
     report_path.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(report_path, summary)
+    # what the run report was counted from, so that a re-grade (harness report) rewrites it alike
+    kinds = {i: "none" if p is None else "empty" if p == "" else "patch" for i, p in predictions.items()}
+    write_json_atomic(model_dir.parent / REQUEST, {"model": model, "instance_ids": instance_ids,
+                                                   "predictions": kinds, "run_report": str(report_path)})
     return WrittenLayout(report_path, model_dir, len(reports))
+
+
+def refresh_layout(run_dir: Path) -> WrittenLayout | None:
+    """Rewrite the layout a run directory holds (after ``harness report`` re-graded it);
+    None when it holds none."""
+    run_dir = Path(run_dir)
+    written = None
+    for request_path in sorted((run_dir / LOGS).glob(f"*/{REQUEST}")):
+        request = json.loads(request_path.read_text(encoding="utf-8"))
+        patches = {i: None if k == "none" else "" if k == "empty" else "patch" for i, k in request["predictions"].items()}
+        report = Path(request["run_report"])
+        written = write_layout(run_dir, request_path.parent.name, request["model"], request["instance_ids"], patches,
+                               report.parent)
+    return written
 
 
 def _read(path: Path) -> bytes | None:

@@ -231,6 +231,12 @@ def test_the_layout_counts_as_swebench_make_run_report_does(tmp_path, monkeypatc
     assert not (written.logs / "a__a-4" / "report.json").exists()
     output = (written.logs / "a__a-7" / "test_output.txt").read_text()
     assert output.startswith(layout.START_TEST_OUTPUT) and layout.TESTS_TIMEOUT in output
+    # a re-grade (harness report) that changes a verdict rewrites the layout alike
+    (run / "a__a-2" / "report.json").write_text(json.dumps(_report("a__a-2", "FULL", True)))
+    assert layout.refresh_layout(run).run_report == written.run_report
+    assert json.loads(written.run_report.read_text())["resolved_ids"] == ["a__a-1", "a__a-2"]
+    (run / "a__a-2" / "report.json").write_text(json.dumps(cases["a__a-2"]))
+    layout.refresh_layout(run)
 
     monkeypatch.chdir(run)  # SWE-bench reads logs/run_evaluation relative to where it runs
     predictions = {i: {"instance_id": i, "model_name_or_path": "org/model", "model_patch": p}
