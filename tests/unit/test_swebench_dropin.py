@@ -278,3 +278,18 @@ def test_image_names_are_swebench_s():
             PrebuiltSource(bad)
     with pytest.raises(InputError):
         PrebuiltSource("swebench", env_prefix="relative/env")
+
+
+def test_the_instances_are_given_once_and_prebuilt_env_needs_a_namespace(tmp_path, capsys):
+    from harness.cli import main
+    common = ["--predictions", "gold", "--output-dir", str(tmp_path / "runs"), "--cache-dir", str(tmp_path / "c")]
+    assert main(["run", "--instances", str(DEMO), "--dataset", str(DEMO), *common]) == 2
+    assert "--instances or --dataset" in capsys.readouterr().err
+    assert main(["run", "--dataset", str(tmp_path / "absent.parquet"), *common]) == 2
+    assert "no such file" in capsys.readouterr().err
+    from harness.swebench.options import prebuilt_source
+    import argparse
+    with pytest.raises(InputError):
+        prebuilt_source(argparse.Namespace(namespace=None, prebuilt_env="/opt/env"))
+    assert prebuilt_source(argparse.Namespace(namespace="swebench", prebuilt_env=None)).env_prefix == \
+        "/opt/miniconda3/envs/testbed"
