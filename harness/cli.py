@@ -192,10 +192,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from harness.report import write_json_atomic, write_text_atomic
     if args.repeat < 1:
         raise InputError("must be at least 1", field="--repeat")
-    from harness import demo
     from harness.paths import safe_run_id
     instances_path, dataset = resolve_instance_source(args)
-    root = args.output_dir.expanduser().resolve() / safe_run_id(args.run_id or f"validate-{_slug(instances_path.stem)}")
+    named = Path(dataset["source"]).name if dataset else instances_path.stem
+    root = args.output_dir.expanduser().resolve() / safe_run_id(args.run_id or f"validate-{_slug(named)}")
     gold_runs = []
     for n in range(1, args.repeat + 1):
         _, results, _ = execute_run(args, instances_path, "gold", f"gold-{n}", root, show=False,
