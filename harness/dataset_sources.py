@@ -16,7 +16,7 @@ is (never by guessing from its name):
   (the optional extra ``harness[hub]``, imported only then), which downloads once into its
   cache and reads the cache offline (``HF_DATASETS_OFFLINE=1``) afterwards.
 
-Parquet and Arrow are read with pyarrow. Values become JSON data: lists and strings as
+Parquet and Arrow are read with pyarrow (the extra ``harness[parquet]``; imported only then). Values become JSON data: lists and strings as
 they are (``FAIL_TO_PASS`` as a JSON-encoded string is decoded later, by
 :func:`harness.instances.parse_instance`, with ``json.loads``, never evaluated), timestamps
 as ISO 8601 text. A file that cannot be read, or a column of a type that has no JSON
@@ -187,8 +187,19 @@ def _dict_splits(root: Path) -> list[str]:
         return []
 
 
+def _pyarrow(path: Path):
+    """pyarrow (the extra ``harness[parquet]``), or InputError saying how to get it."""
+    try:
+        import pyarrow
+        import pyarrow.parquet  # noqa: F401 (the submodule, for .parquet below)
+    except ImportError:
+        raise InputError("reading parquet and Arrow files needs pyarrow: pip install 'harness[parquet]' (or give "
+                         "JSON, JSONL or YAML)", source=str(path), field="--dataset") from None
+    return pyarrow
+
+
 def _parquet_records(paths: list[Path]) -> list[dict[str, Any]]:
-    import pyarrow.parquet as pq
+    pq = _pyarrow(paths[0]).parquet
     records: list[dict[str, Any]] = []
     for path in paths:
         try:
@@ -201,7 +212,7 @@ def _parquet_records(paths: list[Path]) -> list[dict[str, Any]]:
 
 def _arrow_records(paths: list[Path]) -> list[dict[str, Any]]:
     """Arrow IPC files as ``save_to_disk`` writes them (the stream format; the file format too)."""
-    import pyarrow as pa
+    pa = _pyarrow(paths[0])
     records: list[dict[str, Any]] = []
     for path in paths:
         try:

@@ -293,3 +293,11 @@ def test_the_instances_are_given_once_and_prebuilt_env_needs_a_namespace(tmp_pat
         prebuilt_source(argparse.Namespace(namespace=None, prebuilt_env="/opt/env"))
     assert prebuilt_source(argparse.Namespace(namespace="swebench", prebuilt_env=None)).env_prefix == \
         "/opt/miniconda3/envs/testbed"
+
+
+def test_without_pyarrow_a_parquet_file_says_which_extra_reads_it(tmp_path, monkeypatch):
+    pq.write_table(pa.Table.from_pylist(_as_hub_publishes(_records(1))), tmp_path / "test.parquet")
+    monkeypatch.setitem(__import__("sys").modules, "pyarrow", None)  # as if not installed
+    with pytest.raises(InputError) as caught:
+        read_dataset(str(tmp_path / "test.parquet"))
+    assert "harness[parquet]" in str(caught.value) and str(tmp_path / "test.parquet") in str(caught.value)
