@@ -24,6 +24,9 @@ from pathlib import Path
 
 from harness.buildinfo import VersionAction
 from harness.errors import EngineLost, EngineUnavailable, HarnessError, InputError
+from harness.swebench.options import (INSTANCES_HELP, SWEBENCH_EPILOG, add_dataset_options,
+                                      add_swebench_output_options, prebuilt_source, resolve_instance_source,
+                                      swebench_layout_request, write_swebench_layout)
 
 DEFAULT_OUTPUT_DIR = "runs"
 CACHE_LEVELS = ("none", "base", "env", "instance")
@@ -72,20 +75,24 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--quiet", action="store_true", help="no progress display and no table")
     common.add_argument("--verbose", action="store_true", help="log every event on stderr")
 
-    run = sub.add_parser("run", help="grade predictions on an instance set", parents=[common])
-    run.add_argument("--instances", type=Path, help="instance set (JSON, JSONL or YAML); default: the demo set")
+    run = sub.add_parser("run", help="grade predictions on an instance set", parents=[common],
+                         epilog=SWEBENCH_EPILOG)
+    run.add_argument("--instances", type=Path, help=INSTANCES_HELP)
     run.add_argument("--predictions", help="'gold', 'empty' or a predictions file; default: the demo predictions")
     run.add_argument("--run-id", help="name of the run directory (default: derived from the model and time)")
     run.add_argument("--manifest", type=Path, help="re-run under a pinned manifest.json; refuse if inputs differ")
     run.add_argument("--control", type=Path, metavar="RUN_DIR",
                      help="a reference-patch run of the same instances: flag runs that collect fewer graded tests")
+    add_dataset_options(run)
+    add_swebench_output_options(run)
     run.set_defaults(func=cmd_run)
 
     validate = sub.add_parser("validate", parents=[common],
                               help="reference patch N times and empty patch once: a validity report")
-    validate.add_argument("--instances", type=Path, help="instance set (JSON, JSONL or YAML); default: the demo set")
+    validate.add_argument("--instances", type=Path, help=INSTANCES_HELP)
     validate.add_argument("--repeat", type=int, default=3, help="reference-patch repeats (default 3)")
     validate.add_argument("--run-id", help="directory under --output-dir (default: validate-<instances file>)")
+    add_dataset_options(validate)
     validate.set_defaults(func=cmd_validate)
 
     audit = sub.add_parser("audit", parents=[common],
@@ -129,6 +136,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    from harness.swebench.flags import translate
+    try:  # swebench's own option names, so that a copied run_evaluation command line works
+        argv = translate(sys.argv[1:] if argv is None else list(argv))
+    except InputError as exc:
+        print(f"harness: {exc}", file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     try:
         return args.func(args)
@@ -155,18 +168,21 @@ class RunIncomplete(HarnessError):
 
 def cmd_run(args: argparse.Namespace) -> int:
     from harness import demo
-    instances_path = (args.instances or demo.DEMO_DIR / "instances.jsonl").expanduser().resolve()
+    instances_path, dataset = resolve_instance_source(args)
     predictions_arg = args.predictions
     if predictions_arg is None:
-        if args.instances is not None:
+        if dataset is not None or args.instances is not None:
             raise InputError("--predictions is required with --instances ('gold', 'empty' or a file)",
                              field="--predictions")
         predictions_arg = str(demo.DEMO_DIR / "predictions.jsonl")
     run_id = args.run_id
-    if run_id is None and args.instances is None and args.predictions is None:
+    if run_id is None and args.instances is None and dataset is None and args.predictions is None:
         run_id = "demo"
-    execute_run(args, instances_path, predictions_arg, run_id, args.output_dir.expanduser().resolve(),
-                manifest=args.manifest)
+    layout = swebench_layout_request(args, instances_path, predictions_arg)
+    summary, _, paths = execute_run(args, instances_path, predictions_arg, run_id,
+                                    args.output_dir.expanduser().resolve(), manifest=args.manifest, dataset=dataset)
+    if layout is not None:
+        write_swebench_layout(layout, summary["run_id"], paths.root)
     return 0
 
 
@@ -176,17 +192,17 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from harness.report import write_json_atomic, write_text_atomic
     if args.repeat < 1:
         raise InputError("must be at least 1", field="--repeat")
-    from harness import demo
     from harness.paths import safe_run_id
-    instances_path = (args.instances or demo.DEMO_DIR / "instances.jsonl").expanduser().resolve()
-    root = args.output_dir.expanduser().resolve() / safe_run_id(args.run_id or f"validate-{_slug(instances_path.stem)}")
+    instances_path, dataset = resolve_instance_source(args)
+    named = Path(dataset["source"]).name if dataset else instances_path.stem
+    root = args.output_dir.expanduser().resolve() / safe_run_id(args.run_id or f"validate-{_slug(named)}")
     gold_runs = []
     for n in range(1, args.repeat + 1):
         _, results, _ = execute_run(args, instances_path, "gold", f"gold-{n}", root, show=False,
-                                    label=f"{root.name}-gold-{n}")
+                                    label=f"{root.name}-gold-{n}", dataset=dataset)
         gold_runs.append({r.instance_id: r.to_report() for r in results})
     _, empty_results, _ = execute_run(args, instances_path, "empty", "empty", root, show=False,
-                                      label=f"{root.name}-empty")
+                                      label=f"{root.name}-empty", dataset=dataset)
     empty = {r.instance_id: r.to_report() for r in empty_results}
     rows = []
     for inst in load_instances(instances_path, args.instance_ids).instances:
@@ -248,16 +264,19 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def execute_run(args: argparse.Namespace, instances_path: Path, predictions_arg: str, run_id: str | None,
-                output_dir: Path, manifest: Path | None = None, show: bool = True, label: str | None = None):
+                output_dir: Path, manifest: Path | None = None, show: bool = True, label: str | None = None,
+                dataset: dict | None = None):
     """Load, prepare, evaluate and write one run. Returns (summary, results, paths);
-    ``results`` reads this invocation's reports back from the run directory."""
+    ``results`` reads this invocation's reports back from the run directory. ``dataset``:
+    where the instance file came from when it was read from a dataset (recorded in the
+    summary and the manifest)."""
     from harness import demo
     from harness.instances import load_instances
     from harness.paths import RunPaths, cache_root
     from harness.predictions import resolve_predictions
     from harness.locks import run_directory_lock
 
-    loaded = load_instances(instances_path, args.instance_ids)
+    loaded = load_instances(instances_path, args.instance_ids, source=(dataset or {}).get("source"))
     predictions = resolve_predictions(predictions_arg, loaded.instances)
     model = predictions.model_name_or_path
     run_id = run_id or f"{_slug(model)}-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}"
@@ -265,11 +284,11 @@ def execute_run(args: argparse.Namespace, instances_path: Path, predictions_arg:
     paths = RunPaths.create(output_dir, run_id)
     with run_directory_lock(paths.root):
         return _execute_locked(args, loaded, predictions, instances_path, predictions_arg, run_id, model,
-                               cache_dir, paths, manifest, show, demo, label)
+                               cache_dir, paths, manifest, show, demo, label, dataset)
 
 
 def _execute_locked(args, loaded, predictions, instances_path, predictions_arg, run_id, model, cache_dir, paths,
-                    manifest, show, demo, label):
+                    manifest, show, demo, label, dataset=None):
     from harness import logs
     from harness.batch import BatchRunner
     from harness.engine.client import connect
@@ -311,7 +330,7 @@ def _execute_locked(args, loaded, predictions, instances_path, predictions_arg, 
     config = RunConfig(run_id=run_id, output_dir=paths.root.parent, cache_dir=cache_dir,
                        eval=EvalConfig(timeout=args.timeout), max_workers=args.max_workers, force=args.force,
                        control_dir=getattr(args, "control", None), task_timeout=args.task_timeout,
-                       registry=args.registry, label=label)
+                       registry=args.registry, label=label, prebuilt=prebuilt_source(args))
     executor = make_executor(args.executor, args.max_workers, address=args.ray_address)
     # The driver's own engine: required to run locally; with a cluster the nodes have theirs.
     client = connect() if args.executor == "local" or args.cache_level != "instance" else _maybe_connect()
@@ -320,6 +339,8 @@ def _execute_locked(args, loaded, predictions, instances_path, predictions_arg, 
         preparer = Preparer(client, specs, resolver, cache_dir)
         if args.registry:
             preparer.images.use_registry(args.registry)
+        if config.prebuilt is not None:
+            preparer.use_prebuilt(config.prebuilt)
     progress = _Progress(len(tasks), enabled=not args.quiet and sys.stderr.isatty())
     from harness.views.site import page_hook
     write_page = page_hook(paths.root, run_id)  # each instance's HTML page as soon as it is graded
@@ -346,7 +367,8 @@ def _execute_locked(args, loaded, predictions, instances_path, predictions_arg, 
     inputs = {"instances_file": str(instances_path), "instances_sha256": file_sha256(instances_path),
               "predictions": predictions_arg,
               "predictions_sha256": file_sha256(Path(predictions_arg)) if Path(predictions_arg).is_file() else None,
-              "specs_dirs": [str(DEFAULT_SPECS_DIR), *map(str, args.specs)]}
+              "specs_dirs": [str(DEFAULT_SPECS_DIR), *map(str, args.specs)], "dataset": dataset,
+              "prebuilt": config.prebuilt.__dict__ if config.prebuilt is not None else None}
     write_manifest(paths.manifest, run_id, {**config.eval.as_dict(), "limits": config.limits.__dict__,
                                             "retries": config.retries}, config.grading_key(), runner.pins(), inputs)
     if args.cache_level != "instance" and client is not None:
@@ -356,6 +378,8 @@ def _execute_locked(args, loaded, predictions, instances_path, predictions_arg, 
     summary = summarise_run_directory(run_id, model, paths.root, all_ids, results.keys(), input_errors)
     summary["no_prediction_ids"] = sorted(without)
     summary["instances_file"] = str(instances_path)
+    if dataset is not None:
+        summary["dataset"] = dataset
     summary["predictions"] = predictions_arg
     summary["executor"] = {"name": args.executor, "nodes": dict(sorted(runner.tally.nodes.items())),
                            "reused": runner.tally.reused, "evaluated": runner.tally.evaluated}
@@ -464,6 +488,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     print(f"re-graded {args.run_dir}: resolved {summary['resolved_instances']} of {summary['total_instances']}; "
           f"changed: {', '.join(summary['regraded_changed_ids']) or 'none'}")
     _write_pages(args.run_dir.expanduser().resolve())
+    from harness.swebench.layout import refresh_layout
+    refreshed = refresh_layout(args.run_dir.expanduser().resolve())
+    if refreshed is not None:
+        print(f"SWE-bench layout rewritten: {refreshed.run_report}")
     return 0
 
 

@@ -185,13 +185,15 @@ class LoadedInstances:
     errors: list[InputError]
 
 
-def load_instances(path: Path, instance_ids: Iterable[str] | None = None) -> LoadedInstances:
-    """Load and validate every record; filter to ``instance_ids`` when given.
+def load_instances(path: Path, instance_ids: Iterable[str] | None = None,
+                   source: str | None = None) -> LoadedInstances:
+    """Load and validate every record; filter to ``instance_ids`` when given. ``source``
+    names the input in errors when ``path`` is a copy of it (a dataset read into JSONL).
 
     Raises InputError only when the file as a whole is unreadable, or an id asked for
     is absent. Duplicate instance ids: the second and later copies are errors.
     """
-    source = str(path)
+    source = source or str(path)
     good: list[Instance] = []
     errors: list[InputError] = []
     seen: set[str] = set()

@@ -8,6 +8,7 @@ A run directory::
     ├── harness.log                          JSON lines, one event each, instance id bound
     ├── .lock                                held (flock) by the one process writing the directory
     ├── .outcomes.jsonl                      this invocation's tasks as recorded (key, node, pins)
+    ├── <model>.<run_id>.json, logs/         SWE-bench's layout (--swebench-output: harness.swebench.layout)
     └── <instance_id>/                       (<instance_id>/attempt-<n>/ when predictions carry attempts)
         ├── report.json                      verdict, tests_status, integrity, timings, image, commands
         ├── patch.diff                       the model patch exactly as graded

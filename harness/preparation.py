@@ -57,6 +57,8 @@ class Prepared:
     lock_path: str | None = None
     timings: dict[str, float] = field(default_factory=dict)
     submodules: list[list[str]] = field(default_factory=list)
+    #: where the environment came from: built here, or a prebuilt image (its digest)
+    provenance: dict = field(default_factory=lambda: {"source": "built"})
 
     @property
     def build_logs(self) -> dict[str, str | None]:
@@ -72,6 +74,14 @@ class Preparer:
         self.cache_dir = Path(cache_dir)
         self.images = ImageBuilder(client, self.cache_dir)
         self.wheelhouse = Wheelhouse(self.cache_dir)
+        #: a harness.engine.prebuilt.PrebuiltSource: environments are pulled, not built
+        self.prebuilt = None
+        self._probed: dict[str, dict] = {}
+
+    def use_prebuilt(self, source) -> None:
+        """Take each instance's environment from SWE-bench's prebuilt image (``source``:
+        a :class:`harness.engine.prebuilt.PrebuiltSource`) instead of building it."""
+        self.prebuilt = source
 
     # ------------------------------------------------------------------ up front
     def check_repositories(self, instances: list[Instance]) -> dict[str, RepositoryUnavailable]:
@@ -117,13 +127,11 @@ class Preparer:
 
     # ------------------------------------------------------------------ per instance
     def prepare(self, instance: Instance) -> Prepared:
+        if self.prebuilt is not None:
+            return self.prepare_prebuilt(instance)
         timings: dict[str, float] = {}
         started = time.monotonic()
-        spec = self.specs.get(instance.repo, instance.version)
-        from harness.runners.checks import instance_id_problem
-        problem = instance_id_problem(instance, spec.runner, spec.id_convention)
-        if problem is not None:
-            raise problem
+        spec = self._spec(instance)
         repo_path = self.repos.path_for(instance.repo)
         export_dir, tree_sha, submodules = self._export(instance, spec, repo_path)
         timings["export"] = time.monotonic() - started
@@ -158,6 +166,58 @@ class Preparer:
                         export_dir, interpreter.describe(), [[r.text, r.origin] for r in requirements],
                         str(house.directory / "requirements.lock"), {k: round(v, 3) for k, v in timings.items()},
                         [list(s) for s in submodules])
+
+    def _spec(self, instance: Instance) -> EnvSpec:
+        spec = self.specs.get(instance.repo, instance.version)
+        from harness.runners.checks import instance_id_problem
+        problem = instance_id_problem(instance, spec.runner, spec.id_convention)
+        if problem is not None:
+            raise problem
+        return spec
+
+    def prepare_prebuilt(self, instance: Instance) -> Prepared:
+        """The instance's environment from its prebuilt image (harness.engine.prebuilt):
+        pulled by digest, checked and given the thin layer. The spec still says how the
+        tests run (runner, command, parser, timeout); its environment fields are not used."""
+        from harness.engine import prebuilt
+        source = self.prebuilt
+        timings: dict[str, float] = {}
+        started = time.monotonic()
+        spec = self._spec(instance)
+        if spec.services:
+            raise InputError(f"the spec of {spec.repo} {spec.version} runs local services "
+                             f"({', '.join(s.name for s in spec.services)}) that a prebuilt image does not have: "
+                             "grade it in an environment built here (without --namespace)",
+                             record=instance.instance_id, field="--namespace")
+        repo_path = self.repos.path_for(instance.repo)
+        export_dir, tree_sha, submodules = self._export(instance, spec, repo_path)
+        repo = GitDir(repo_path)
+        base_tree = str(repo.run("rev-parse", f"{repo.resolve_commit(instance.base_commit)}^{{tree}}")).strip()
+        timings["export"] = time.monotonic() - started
+        t = time.monotonic()
+        name = source.image_name(instance.instance_id)
+        with file_lock(self.cache_dir / "locks", f"prebuilt-{name}"):
+            pulled = (prebuilt.local_image(self.images.client, name) if source.namespace == prebuilt.LOCAL_NAMESPACE
+                      else prebuilt.pull(self.images.client, name))
+        timings["pull"] = time.monotonic() - t
+        t = time.monotonic()
+        if pulled.image_id not in self._probed:
+            self._probed[pulled.image_id] = prebuilt.probe(self.images.client, pulled, source.env_prefix)
+        facts = self._probed[pulled.image_id]
+        head = str(GitDir(export_dir).run("rev-parse", "HEAD")).strip()
+        image = prebuilt.thin_layer(self.images, instance.repo_dirname, pulled, facts, source.env_prefix,
+                                    prebuilt.git_dir_tar(export_dir), base_tree, head)
+        timings["instance"] = time.monotonic() - t
+        env_image = ImageRef(pulled.name, pulled.image_id, "prebuilt", pulled.digest or pulled.image_id,
+                             pulled=pulled.reference if pulled.digest else None)
+        import sys
+        protected = frozenset({*sys.stdlib_module_names, "pytest", "_pytest", "py", "pluggy", *facts["modules"]})
+        interpreter = {"python": facts["python"], "version": facts["version"],
+                       "executable": f"{source.env_prefix}/bin/python", "suite": "",
+                       "source": f"prebuilt {pulled.reference}", "image_id": pulled.image_id}
+        return Prepared(spec, image, env_image, tree_sha, repo_path, protected, export_dir, interpreter, [], None,
+                        {k: round(v, 3) for k, v in timings.items()}, [list(s) for s in submodules],
+                        provenance={**pulled.provenance(), "env_prefix": source.env_prefix})
 
     def environment(self, spec: EnvSpec, tree: Path | None = None) -> tuple[ImageRef, Path]:
         """The environment image of ``spec`` (tree requirements read from ``tree``)."""

@@ -39,7 +39,8 @@ def regrade_run(run_dir: Path) -> dict:
     old = json.loads(summary_path.read_text())
     results: list[InstanceResult] = []
     changed = []
-    for report_path in sorted(run_dir.glob("**/report.json")):
+    # the instances' reports only (SWE-bench's layout under logs/ holds reports of its own shape)
+    for report_path in sorted([*run_dir.glob("*/report.json"), *run_dir.glob("*/attempt-*/report.json")]):
         directory = report_path.parent
         result = InstanceResult.from_report(json.loads(report_path.read_text()))
         before = (result.status, result.error_reason)

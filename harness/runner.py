@@ -69,6 +69,9 @@ class RunConfig:
     registry: str | None = None
     #: how often one task is re-queued after the node running it was lost
     requeue_budget: int = 3
+    #: a harness.engine.prebuilt.PrebuiltSource: environments pulled from SWE-bench's prebuilt
+    #: images instead of built (--namespace)
+    prebuilt: object | None = None
     #: the run's label on its containers (default: the run id); ``harness validate`` gives
     #: its gold-1..N runs labels of their own, so that no other process's cleanup of a run
     #: called gold-1 removes them
@@ -258,7 +261,8 @@ class TaskEvaluator:
                         "built": prepared.image.built, "build_seconds": round(prepared.image.build_seconds, 3),
                         "pulled": prepared.image.pulled, "env_pulled": prepared.env_image.pulled,
                         "interpreter": prepared.interpreter, "build_logs": prepared.build_logs,
-                        "prepare_seconds": prepared.timings, "submodules": prepared.submodules}
+                        "prepare_seconds": prepared.timings, "submodules": prepared.submodules,
+                        "provenance": prepared.provenance}
         result.checksums.update({k: v for k, v in self.cache_key(task, prepared).items() if k != "image_inputs"})
         result.node = self.node
         log.info("instance.done", status=result.status.value, resolved=result.resolved,

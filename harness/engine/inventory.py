@@ -1,7 +1,8 @@
 """Listing and pruning the harness's images (``harness images list|prune``, ``--cache-level``).
 
 Levels, lowest first: ``base`` (bootstrapped Debian, the compiler .debs of its suite, interpreter layers),
-``env`` (locked dependencies), ``inst`` (one per instance). Keeping a level keeps every
+``env`` (locked dependencies), ``inst`` (one per instance; ``sweb``: the thin layer on a
+prebuilt SWE-bench image, which is the engine's, never removed here). Keeping a level keeps every
 level below it; ``none`` keeps nothing.
 """
 
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 import docker
 from docker.errors import APIError, NotFound
 
-KIND_RANK = {"base": 1, "builder": 1, "debs": 1, "py": 1, "env": 2, "cc": 2, "inst": 3}
+KIND_RANK = {"base": 1, "builder": 1, "debs": 1, "py": 1, "env": 2, "cc": 2, "inst": 3, "sweb": 3}
 LEVEL_RANK = {"none": 0, "base": 1, "env": 2, "instance": 3}
 
 

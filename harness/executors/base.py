@@ -113,6 +113,8 @@ class NodeSetup:
         preparer = Preparer(client, self.specs, resolver, cache_dir)
         if config.registry:
             preparer.images.use_registry(config.registry)
+        if config.prebuilt is not None:
+            preparer.use_prebuilt(config.prebuilt)
         return TaskEvaluator(config, client, preparer, scope=self.scope)
 
 
