@@ -1,83 +1,126 @@
-"""Real SWE-bench Lite instances (../shared/swebench/lite-public.jsonl) against the public
-repositories, when they have been fetched locally. Their code is never committed: without
-the repositories (``$HARNESS_REAL_REPOS``, default /work/repos, holding OWNER__NAME
-clones) these tests skip and say so; CI keeps running on the project's own fixtures.
+"""Real SWE-bench Lite instances, graded as a user would: the CI sample.
 
-One instance per repository keeps the suite fast; docs/REAL_INSTANCES.md records the full
-26-instance validation and how to repeat it."""
+One instance of every repository in ``../shared/swebench/repos`` (tests/realdata.py), chosen
+so that every runner and way of running tests is exercised, and each a regression the
+sample has caught: pytest; sphinx through ``tox --current-env`` (the bootstrap must reach
+the pytest tox starts); sympy's ``bin/test`` (twice: 1.0, and 1.1 whose assumptions
+recurse deeply); pylint's suite (a test that writes into ``tests/``); astropy 1.3's
+compiled extensions on Python 3.6 (pytest 3); xarray and seaborn (libraries that walk the
+gc and use ctypes on their own behalf); requests with its local services; flask. Each is
+graded once with its reference patch and once with the empty patch, in two batches of
+two workers; the verdicts are asserted instance by instance.
+
+The whole-set validation (every Lite instance here, three repeats) is
+scripts/validate_whole_set.py; docs/REAL_INSTANCES.md has its tables.
+"""
 
 from __future__ import annotations
 
 import json
-import os
+import re
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import PROJECT_ROOT
+from tests import realdata
+from tests.conftest import HarnessRun
 
-REPOS = Path(os.environ.get("HARNESS_REAL_REPOS", "/work/repos"))
-#: SWE-bench's published records: ../shared/swebench beside the checkout, or $HARNESS_SWEBENCH_DATA
-SHARED = Path(os.environ.get("HARNESS_SWEBENCH_DATA", PROJECT_ROOT.parent / "shared" / "swebench"))
-LITE = SHARED / "lite-public.jsonl"
-SAMPLE = {"pallets__flask-5063": "pallets__flask", "psf__requests-2317": "psf__requests",
-          "pytest-dev__pytest-7373": "pytest-dev__pytest"}
+pytestmark = [pytest.mark.real_instances, pytest.mark.engine]
 
-
-def _available() -> str | None:
-    if not LITE.exists():
-        return f"{LITE} is absent"
-    missing = [d for d in sorted(set(SAMPLE.values())) if not (REPOS / d).exists()]
-    if missing:
-        return (f"public repositories not fetched ({', '.join(missing)} under {REPOS}); set HARNESS_REAL_REPOS "
-                "to a directory of OWNER__NAME clones to run these")
-    return None
-
-
-pytestmark = [pytest.mark.real_instances,
-              pytest.mark.skipif(_available() is not None, reason=_available() or "")]
-
-
-def test_reference_patches_resolve_and_empty_patches_do_not(harness_run, tmp_path):
-    records = [json.loads(line) for line in LITE.read_text().splitlines()]
-    chosen = [r for r in records if r["instance_id"] in SAMPLE]
-    instances = tmp_path / "sample.jsonl"
-    instances.write_text("".join(json.dumps(r) + "\n" for r in chosen))
-    common = ("--instances", str(instances), "--repos-dir", str(REPOS), "--no-clone", "--max-workers", "2")
-    gold = harness_run(*common, "--predictions", "gold", run_id="real-gold")
-    empty = harness_run(*common, "--predictions", "empty", run_id="real-empty")
-    assert gold.statuses() == {i: ("FULL", None) for i in SAMPLE}
-    assert empty.summary["resolved_ids"] == []
-    # the requests instance ran against the local stand-ins, with the network still absent
-    report = gold.report("psf__requests-2317")
-    phases = [c["phase"] for c in report["commands"]]
-    assert "service_setup" in phases and "service_ready" in phases
-    assert any("test_connect_timeout" in t for t in report["tests_status"]["PASS_TO_PASS"]["success"])
-
-
-LITE_ALL = SHARED / "lite-test.jsonl"
+#: repository -> the instance graded for it (what it exercises: the module docstring)
+SAMPLE = {
+    "pytest-dev/pytest": "pytest-dev__pytest-7373",
+    "sphinx-doc/sphinx": "sphinx-doc__sphinx-11445",
+    "sympy/sympy": "sympy__sympy-11400",
+    "sympy/sympy 1.1": "sympy__sympy-13177",
+    "pylint-dev/pylint": "pylint-dev__pylint-7080",
+    "astropy/astropy": "astropy__astropy-6938",
+    "pydata/xarray": "pydata__xarray-4493",
+    "mwaskom/seaborn": "mwaskom__seaborn-2848",
+    "psf/requests": "psf__requests-2317",
+    "pallets/flask": "pallets__flask-5063",
+}
+IDS = sorted(SAMPLE.values())
 SYMPY = "sympy__sympy-11400"
 
 
-@pytest.mark.skipif(not LITE_ALL.exists() or not (REPOS / "sympy__sympy").exists(),
-                    reason=f"{LITE_ALL} or {REPOS / 'sympy__sympy'} absent")
-def test_sympy_runs_under_bin_test_with_its_id_convention(harness_run, tmp_path):
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory, cache_dir, engine):
+    """The sample graded with the reference and the empty patch (one batch each)."""
+    realdata.require()
+    root = tmp_path_factory.mktemp("real-sample")
+    instances = realdata.write_instances(root / "sample.jsonl", IDS)
+    run = HarnessRun(root / "runs", cache_dir)
+    common = ("--instances", str(instances), "--repos-dir", str(realdata.REPOS), "--no-clone", "--max-workers", "2")
+    gold = run(*common, "--predictions", "gold", run_id="sample-gold")
+    empty = run(*common, "--predictions", "empty", run_id="sample-empty")
+    return gold, empty
+
+
+def test_every_repository_here_is_in_the_sample():
+    realdata.require()
+    held = sorted(p.name[:-len(".git")].replace("__", "/", 1) for p in realdata.REPOS.glob("*.git")
+                  if p.name != "astropy__astropy-helpers.git")
+    assert held == sorted({key.split()[0] for key in SAMPLE}), held
+
+
+def test_reference_patches_are_full_with_nothing_flagged_as_tampering(sample):
+    gold, _ = sample
+    assert gold.exit_code == 0
+    reports = {i: gold.report(i) for i in IDS}
+    verdicts = {i: (r["status"], r["error_reason"]) for i, r in reports.items()}
+    assert verdicts == {i: ("FULL", None) for i in IDS}, {i: r["error_detail"] for i, r in reports.items()
+                                                          if r["status"] != "FULL"}
+    for iid, report in reports.items():
+        flags = report["integrity"]["flags"]
+        assert not [f for f in flags if f.startswith(("monitor_gc", "monitor_ctypes", "monitor_sys_set"))
+                    or f in ("sealed_files_changed", "results_disagree_with_runner", "monitor_not_loaded")], (iid, flags)
+
+
+def test_empty_patches_resolve_nothing(sample):
+    _, empty = sample
+    assert empty.exit_code == 0
+    reports = {i: empty.report(i) for i in IDS}
+    assert empty.summary["resolved_ids"] == []
+    assert {i: r["status"] for i, r in reports.items()} == {
+        i: ("PARTIAL" if i == "psf__requests-2317" else "NO") for i in IDS}   # 2317: 7 of 8 F2P pass unfixed
+
+
+def test_each_way_of_running_tests_ran_as_its_spec_says(sample):
+    gold, _ = sample
+    sphinx = gold.report(SAMPLE["sphinx-doc/sphinx"])
+    tests = next(c for c in sphinx["commands"] if c["phase"] == "tests")
+    assert "tox --current-env" in " ".join(tests["argv"])
+    # the outcome plugin ran inside the pytest tox started: its reports were compared with the results
+    assert sphinx["integrity"]["evidence_expected"] is True and "monitor_not_loaded" not in sphinx["integrity"]["flags"]
+
+    for iid in (SYMPY, SAMPLE["sympy/sympy 1.1"]):
+        report = gold.report(iid)
+        assert report["parser"]["runner"] == "sympy" and report["parser"]["source"] == "junit", iid
+
+    requests = gold.report(SAMPLE["psf/requests"])
+    phases = [c["phase"] for c in requests["commands"]]
+    assert "service_setup" in phases and "service_ready" in phases
+    assert any("test_connect_timeout" in t for t in requests["tests_status"]["PASS_TO_PASS"]["success"])
+
+    # pylint's test that creates tests/testbed passes: honest tests may write into their directory
+    pylint = gold.report(SAMPLE["pylint-dev/pylint"])
+    assert "tests/test_self.py::TestRunTC::test_parseable_file_path" in pylint["tests_status"]["PASS_TO_PASS"]["success"]
+
+    astropy = gold.report(SAMPLE["astropy/astropy"])
+    assert astropy["image"]["interpreter"]["version"].startswith("3.6.")
+
+
+def test_sympy_runs_under_bin_test_with_its_id_convention(sample):
     """A Lite sympy instance end to end: bin/test under the in-container reporter, ids by
-    function name (docs/REAL_INSTANCES.md records all 77)."""
-    record = next(json.loads(line) for line in LITE_ALL.read_text().splitlines()
-                  if json.loads(line)["instance_id"] == SYMPY)
-    instances = tmp_path / "sympy.jsonl"
-    instances.write_text(json.dumps(record) + "\n")
-    common = ("--instances", str(instances), "--repos-dir", str(REPOS), "--no-clone")
-    gold = harness_run(*common, "--predictions", "gold", run_id="sympy-gold").report(SYMPY)
-    assert (gold["status"], gold["error_reason"]) == ("FULL", None), gold["error_detail"]
-    assert gold["parser"]["runner"] == "sympy" and gold["parser"]["source"] == "junit"
-    assert "test_ccode_Relational" in gold["tests_status"]["FAIL_TO_PASS"]["success"]
-    canaries = gold["integrity"]["canaries"]  # clones of sympy's own test functions, each failing
+    function name; canaries are clones of sympy's own test functions, each failing."""
+    gold, empty = sample
+    report = gold.report(SYMPY)
+    assert "test_ccode_Relational" in report["tests_status"]["FAIL_TO_PASS"]["success"]
+    canaries = report["integrity"]["canaries"]
     assert canaries and all(c["status"] in ("FAILED", "ERROR") and (c["original_status"], c["cls"]) == ("PASSED", None)
                             for c in canaries), canaries
-    empty = harness_run(*common, "--predictions", "empty", run_id="sympy-empty").report(SYMPY)
-    assert empty["status"] == "NO" and "test_ccode_Relational" in empty["tests_status"]["FAIL_TO_PASS"]["failure"]
+    assert "test_ccode_Relational" in empty.report(SYMPY)["tests_status"]["FAIL_TO_PASS"]["failure"]
 
 
 def _sympy_file(commit: str, path: str, *patches: str) -> str:
@@ -85,8 +128,7 @@ def _sympy_file(commit: str, path: str, *patches: str) -> str:
     in a scratch directory; nothing of sympy is kept)."""
     import subprocess
     import tempfile
-    text = subprocess.run(["git", "--git-dir", str(REPOS / "sympy__sympy"), "show", f"{commit}:{path}"],
-                          check=True, capture_output=True, text=True).stdout
+    text = realdata.repo_file("sympy/sympy", commit, path)
     with tempfile.TemporaryDirectory() as scratch:
         target = Path(scratch) / path
         target.parent.mkdir(parents=True)
@@ -96,8 +138,6 @@ def _sympy_file(commit: str, path: str, *patches: str) -> str:
         return target.read_text()
 
 
-@pytest.mark.skipif(not LITE_ALL.exists() or not (REPOS / "sympy__sympy").exists(),
-                    reason=f"{LITE_ALL} or {REPOS / 'sympy__sympy'} absent")
 def test_sympy_skips_and_xfails_raised_by_the_code_under_test_do_not_count(harness_run, tmp_path):
     """bin/test reports a ``Skipped``/``XFail`` from its except clause; the reporter takes
     where it was raised. Three runs of sympy-11400 in one batch:
@@ -110,8 +150,8 @@ def test_sympy_skips_and_xfails_raised_by_the_code_under_test_do_not_count(harne
       printing: the P2P test_ccode_sign is not kept (it was SKIPPED, kept, FULL).
     """
     from tests.patchgen import file_diff
-    record = next(json.loads(line) for line in LITE_ALL.read_text().splitlines()
-                  if json.loads(line)["instance_id"] == SYMPY)
+    realdata.require()
+    record = realdata.record(SYMPY)
     base, tests_path, code_path = record["base_commit"], "sympy/printing/tests/test_ccode.py", "sympy/printing/ccode.py"
     honest_tests = _sympy_file(base, tests_path, record["test_patch"]) + (
         "\n\nfrom sympy.utilities.pytest import XFAIL, skip\n\n\n@XFAIL\ndef test_ccode_honest_xfail():\n"
@@ -137,7 +177,7 @@ def test_sympy_skips_and_xfails_raised_by_the_code_under_test_do_not_count(harne
             (SYMPY, file_diff(code_path, code, skipping))]
     predictions.write_text("".join(json.dumps({"instance_id": i, "model_name_or_path": "attacks", "attempt": n,
                                                "model_patch": p}) + "\n" for n, (i, p) in enumerate(runs, 1)))
-    run = harness_run("--instances", str(instances), "--repos-dir", str(REPOS), "--no-clone", "--predictions",
+    run = harness_run("--instances", str(instances), "--repos-dir", str(realdata.REPOS), "--no-clone", "--predictions",
                       str(predictions), "--max-workers", "1", run_id="sympy-origins")
     reports = [json.loads((run.root / i / f"attempt-{n}" / "report.json").read_text())
                for n, (i, _) in enumerate(runs, 1)]
