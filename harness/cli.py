@@ -347,6 +347,15 @@ def _execute_locked(args, loaded, predictions, instances_path, predictions_arg, 
         progress.update(result)
         write_page(result)
 
+    run_instances = frozenset(i.instance_id for i in loaded.instances)
+    if args.disk_budget is not None and client is not None:
+        from harness.imagecache.commands import prune_for_run
+        decided, outcomes = prune_for_run(client, budget=args.disk_budget, instance_ids=run_instances, log=log)
+        if not args.quiet:
+            print(f"harness: --disk-budget: removed {sum(o.removed for o in outcomes)} images "
+                  f"({decided.freed / 1e9:.2f} GB planned); the harness's images took {decided.total_before / 1e9:.2f}"
+                  f" GB, budget {'met' if decided.budget_met else 'NOT met (the rest is in use or needed)'}",
+                  file=sys.stderr)
     runner = BatchRunner(config, client, preparer, executor=executor, progress=on_result,
                          specs=specs, repos=resolver)
     if manifest is not None:
@@ -358,17 +367,12 @@ def _execute_locked(args, loaded, predictions, instances_path, predictions_arg, 
                 print(f"harness: pinned input changed: {line}", file=sys.stderr)
             raise InputError(f"{len(diffs)} input(s) differ from the pinned manifest; refusing to run",
                              source=str(manifest), field="--manifest")
-    run_instances = frozenset(i.instance_id for i in loaded.instances)
-    if args.disk_budget is not None and client is not None:
-        from harness.imagecache.commands import prune_for_run
-        decided, outcomes = prune_for_run(client, budget=args.disk_budget, instance_ids=run_instances, log=log)
-        if not args.quiet:
-            print(f"harness: --disk-budget: removed {sum(o.removed for o in outcomes)} images "
-                  f"({decided.freed / 1e9:.2f} GB planned); the harness's images took {decided.total_before / 1e9:.2f}"
-                  f" GB, budget {'met' if decided.budget_met else 'NOT met (the rest is in use or needed)'}",
-                  file=sys.stderr)
-    with progress:
-        results = runner.run(tasks)
+    try:
+        with progress:
+            results = runner.run(tasks)
+    finally:
+        if preparer is not None:
+            preparer.images.tracker.release()  # the run uses no image any more: prune may take them
     from harness.manifest import write_manifest
     from harness.hashing import file_sha256
     inputs = {"instances_file": str(instances_path), "instances_sha256": file_sha256(instances_path),
@@ -380,8 +384,6 @@ def _execute_locked(args, loaded, predictions, instances_path, predictions_arg, 
                                             "retries": config.retries}, config.grading_key(), runner.pins(), inputs)
     if args.cache_level != "instance" and client is not None:
         from harness.imagecache.commands import prune_for_run
-        if preparer is not None:
-            preparer.images.tracker.release()  # this run's own lease must not protect its images from itself
         prune_for_run(client, level=args.cache_level, instance_ids=run_instances, log=log)
     all_ids = [i.instance_id for i in loaded.instances] + list(input_errors)
     summary = summarise_run_directory(run_id, model, paths.root, all_ids, results.keys(), input_errors)

@@ -64,6 +64,7 @@ class UseIndex:
         conn = sqlite3.connect(self.path, timeout=30)
         try:
             conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")  # WAL stays consistent; a power cut may lose a last use
             conn.executescript(_SCHEMA)
             with conn:
                 yield conn

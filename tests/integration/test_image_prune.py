@@ -197,11 +197,23 @@ def test_age_and_budget_go_least_recently_used_first(engine, family, prune, caps
     # the family's bytes, each layer once: the sum of what each image alone holds plus the shared env/base
     assert listing["harness_only"] < sum(row["size"] for row in listing["images"])
 
-    budget = aged["total_before"] - unique[family.ids["inst-old"]]
+    # a run's --disk-budget keeps what its own instances need: the next least recently used goes
+    from harness.imagecache.commands import prune_for_run
+    kept_instance = f"prunetest__{family.token}-1"
+    index.record_instance(kept_instance, family.tags["inst-old"])
+    need = unique[family.ids["inst-old"]]
+    decided, outcomes = prune_for_run(engine, budget=aged["total_before"] - need, instance_ids=frozenset({kept_instance}),
+                                      only_label=family.label)
+    assert next(v for v in decided.verdicts if v.image.image_id == family.ids["inst-old"]).reason == \
+        f"needed by the kept set (instance {kept_instance})"
+    assert [o.image_id for o in outcomes if o.removed] == [family.ids["inst-new"]]   # 1 h old; name before inst-stale
+    assert decided.budget_met
+
+    budget = aged["total_before"] - unique[family.ids["inst-new"]] - need
     done = prune("--budget", str(budget))
     assert _removed(done) == {family.ids["inst-old"]}                 # the least recently used, and enough
-    assert done["freed"] == unique[family.ids["inst-old"]] and done["budget_met"]
-    assert all(_exists(engine, family.ids[n]) for n in ("base", "env", "inst-new", "inst-stale", "decoy"))
+    assert done["freed"] == need and done["budget_met"]
+    assert all(_exists(engine, family.ids[n]) for n in ("base", "env", "inst-stale", "decoy"))
 
 
 def test_a_container_protects_its_image_and_the_runs_cache_level_prunes_its_instances(engine, family, prune):

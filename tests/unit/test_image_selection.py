@@ -224,3 +224,28 @@ def test_layer_sizes_from_the_engines_history():
     assert layer_sizes_from_history(with_empty, 3) == ([1000, 0, 40], True)
     sizes, exact = layer_sizes_from_history([{"Size": 5, "CreatedBy": ""}], 3)
     assert (sizes, exact) == ([5, 0, 0], False) and sum(sizes) == 5
+
+
+# ---------------------------------------------------------------------------- the command's arguments
+
+def test_sizes_ages_and_sets_are_read_or_refused(tmp_path):
+    import argparse
+    import json
+
+    import pytest
+
+    from harness.errors import InputError
+    from harness.imagecache.commands import age_argument, read_set, size_argument
+    assert size_argument("200G") == 200 * 10**9 and size_argument("200GiB") == 200 * 2**30
+    assert age_argument("7d") == 7 * 86400 and age_argument("90m") == 5400
+    with pytest.raises(argparse.ArgumentTypeError, match="not a size"):
+        size_argument("lots")
+    with pytest.raises(argparse.ArgumentTypeError, match="not a duration"):
+        age_argument("soon")
+    good = tmp_path / "set.jsonl"
+    good.write_text(json.dumps({"instance_id": "a__b-1", "repo": "a/b"}) + "\n" + json.dumps({"instance_id": "c__d-2"}))
+    assert read_set(good, "--set") == {"a__b-1", "c__d-2"}
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"instance_id": "a__b-1"}) + "\n" + json.dumps({"id": "x"}))
+    with pytest.raises(InputError, match="record 2 has no instance_id"):
+        read_set(bad, "--keep-set")
