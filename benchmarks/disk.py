@@ -41,6 +41,17 @@ def mb(value: float) -> str:
     return f"{value / 1e6:.1f}"
 
 
+def why_it_stays(reason: str) -> str:
+    """The protection a reason names (harness.imagecache.selection.protection and the needs rule)."""
+    for prefix, name in (("used by container", "in use by a container"), ("leased by", "leased"),
+                         ("needed by the kept set", "kept set"), ("needed by", "needed by one of those"),
+                         ("also tagged", "tagged by someone else"), ("untagged and created", "young untagged"),
+                         ("outside the confinement", "outside")):
+        if reason.startswith(prefix):
+            return name
+    return reason
+
+
 def repository_of(tag: str) -> str:
     name = tag.split(":", 1)[1]
     return re.sub(r"-[0-9a-f]{16}$", "", name)
@@ -86,7 +97,10 @@ def main(argv=None) -> int:
         count = sum(1 for i in kept if i.in_scope)
         rows.append([f"`--cache-level {level}`", count, gb(level_bytes[level]),
                      f"{100 * level_bytes[level] / total:.0f} %" if total else "–"])
+    leftovers = total - harness_bytes([i for i in images if i.tags or not i.in_scope], accounting)
     out.append("### What each `--cache-level` keeps\n")
+    out.append(f"Untagged leftovers of failed builds (counted at `instance`; `--stale` takes them once an hour "
+               f"old): {sum(1 for i in scoped if not i.tags)} images holding {gb(leftovers)} GB alone.\n")
     out.append(C.markdown_table(["level", "images kept", "GB (each layer once)", "of all"], rows) + "\n")
 
     by_repo: dict[str, list] = defaultdict(list)
@@ -123,26 +137,28 @@ def main(argv=None) -> int:
     stale = plan(images, accounting, Criteria(now=now, image_format=image_format, instance_layout=layout, stale=True),
                  leases)
     budget_rows.append(["`--stale`", len(stale.removals), ", ".join(f"{k} {n}" for k, n in sorted(
-        Counter(v.image.kind for v in stale.removals).items())) or "–", gb(stale.freed), gb(stale.total_after), "–"])
+        Counter(v.image.kind for v in stale.removals).items())) or "–", gb(stale.freed), gb(stale.total_after), "–", "–"])
     for budget in budgets:
         decided = plan(images, accounting, Criteria(now=now, image_format=image_format, instance_layout=layout,
                                                    budget=budget), leases)
         kinds_gone = Counter(v.image.kind for v in decided.removals)
-        protected = Counter(v.reason.split(" by ")[0].split(" (")[0] for v in decided.verdicts
+        protected = Counter(why_it_stays(v.reason) for v in decided.verdicts
                             if not v.goes and v.image.in_scope and not v.reason.startswith("within the budget"))
         budget_rows.append([f"`--budget {gb(budget)}G`", len(decided.removals),
                             ", ".join(f"{k} {n}" for k, n in sorted(kinds_gone.items())) or "–", gb(decided.freed),
-                            gb(decided.total_after), "met" if decided.budget_met else "**not met**"])
+                            gb(decided.total_after), "met" if decided.budget_met else "**not met**",
+                            ", ".join(f"{k} {n}" for k, n in protected.most_common()) or "–"])
         budget_data.append({"budget": budget, "removals": len(decided.removals), "by_kind": dict(kinds_gone),
                             "freed": decided.freed, "after": decided.total_after, "met": decided.budget_met,
                             "stays_because": dict(protected)})
     out.append("### What a prune would remove (dry run, leases and containers of the moment)\n")
-    out.append(C.markdown_table(["prune", "images", "by kind", "GB freed", "GB after", "budget"], budget_rows) + "\n")
+    out.append(C.markdown_table(["prune", "images", "by kind", "GB freed", "GB after", "budget", "protected"],
+                                budget_rows) + "\n")
     print("\n".join(out))
     path = C.write_results("disk", {"machine": machine, "command": C.command_line(), "read_seconds": read_seconds,
                                     "images": len(scoped), "kinds": dict(kinds), "summed": summed,
                                     "distinct": distinct, "harness_bytes": total, "engine_bytes": view.engine_bytes,
-                                    "levels": level_bytes, "repositories": repo_data, "budgets": budget_data,
+                                    "levels": level_bytes, "untagged_bytes": leftovers, "repositories": repo_data, "budgets": budget_data,
                                     "stale": {"removals": len(stale.removals), "freed": stale.freed},
                                     "live_leases": len(set(leases.values()))}, args.out)
     print(f"raw data: {path}")
