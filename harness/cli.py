@@ -563,6 +563,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         problems.append(str(exc))
     problems += resources.problems()
     print(f"cache: {cache_root()} ($HARNESS_CACHE_DIR, default ~/.cache/harness; --cache-dir overrides)")
+    from harness.paths import state_root
+    print(f"image state: {state_root()} ($HARNESS_STATE_DIR: last uses and the leases of live runs, per engine)")
     print(f"runs: {Path(DEFAULT_OUTPUT_DIR).resolve()} (--output-dir, default ./{DEFAULT_OUTPUT_DIR} "
           "of the working directory)")
     for label, path in (("cache", cache_root()), ("docker data", Path("/var/lib/docker"))):
