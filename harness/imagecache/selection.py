@@ -113,7 +113,6 @@ class Plan:
     verdicts: tuple[Verdict, ...]       # the removals in order, then what stays
     total_before: int                   # the harness's images (in scope), each layer once
     budget: int | None = None
-    leases_seen: int = 0
 
     @property
     def removals(self) -> list[Verdict]:

@@ -136,11 +136,6 @@ class ImageTracker:
                 self._lease, self._index = Lease(state / "leases"), UseIndex(state)
             return self._lease, self._index
 
-    @property
-    def state_dir(self) -> Path:
-        lease, _ = self._bind()
-        return lease.lease_dir.parent
-
     def lease(self, tag: str) -> None:
         self._bind()[0].hold(tag)
 
@@ -160,9 +155,6 @@ class ImageTracker:
             self._bind()[1].record_instance(instance_id, tag)
         except sqlite3.Error as exc:
             get_logger().warning("image_use.not_recorded", tag=tag, instance_id=instance_id, error=str(exc))
-
-    def leased(self) -> frozenset[str]:
-        return self._lease.tags() if self._lease is not None else frozenset()
 
     def release(self) -> None:
         if self._lease is not None:

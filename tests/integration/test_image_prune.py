@@ -233,3 +233,29 @@ def test_a_container_protects_its_image_and_the_runs_cache_level_prunes_its_inst
                                       only_label=family.label)
     assert [o.image_id for o in outcomes if o.removed] == [family.ids["inst-old"]]
     assert all(_exists(engine, family.ids[n]) for n in ("base", "env", "inst-new", "inst-stale", "decoy"))
+
+
+def test_a_lease_taken_after_the_plan_still_protects_and_strands_no_child(engine, family):
+    from harness.imagecache.commands import current_formats
+    from harness.imagecache.inventory import read_engine
+    from harness.imagecache.prune import carry_out
+    from harness.imagecache.selection import Criteria, plan
+    state = engine_state_dir(engine.info()["ID"])
+    view = read_engine(engine, UseIndex(state), only_label=family.label)
+    image_format, layout = current_formats()
+    decided = plan(view.images, view.accounting, Criteria(now=time.time(), image_format=image_format,
+                                                          instance_layout=layout, level="none"))
+    mine = {family.ids[n] for n in ("base", "env", "inst-old", "inst-new", "inst-stale")}
+    assert {v.image.image_id for v in decided.removals} == mine
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(state / "leases"), family.tags["inst-stale"]],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        outcomes = {o.image_id: o for o in carry_out(engine, decided, state, only_label=family.label)}
+    finally:
+        holder.kill()
+        holder.wait()
+    assert {i for i, o in outcomes.items() if o.removed} == {family.ids["inst-old"], family.ids["inst-new"]}
+    assert outcomes[family.ids["inst-stale"]].note.startswith(f"leased by pid {holder.pid}")
+    assert "which was not removed" in outcomes[family.ids["env"]].note       # its child stayed: so does it
+    assert all(_exists(engine, family.ids[n]) for n in ("base", "env", "inst-stale", "decoy"))
