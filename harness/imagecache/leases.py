@@ -16,6 +16,7 @@ process then builds it again): never used while being removed.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import json
@@ -95,6 +96,7 @@ class Lease:
         handle.write(json.dumps(header) + "\n")
         handle.flush()
         self._handle = handle
+        atexit.register(self.release)  # a process that exits normally leaves no stale file behind
 
 
 @dataclass(frozen=True)
@@ -107,8 +109,9 @@ class LeaseRecord:
     alive: bool
 
     def describe(self) -> str:
-        what = self.command.split(" ", 2)[1:2] if self.command else []
-        return f"pid {self.pid} on {self.host}" + (f" ({' '.join(['harness', *what])})" if what else "")
+        words = self.command.split()
+        what = " ".join([Path(words[0]).name, *words[1:3]])[:80] if words else ""
+        return f"pid {self.pid} on {self.host}" + (f" ({what})" if what else "")
 
 
 def read_leases(lease_dir: Path) -> list[LeaseRecord]:
