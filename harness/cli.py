@@ -24,12 +24,12 @@ from pathlib import Path
 
 from harness.buildinfo import VersionAction
 from harness.errors import EngineLost, EngineUnavailable, HarnessError, InputError
+from harness.imagecache.commands import CACHE_LEVELS, size_argument
 from harness.swebench.options import (INSTANCES_HELP, SWEBENCH_EPILOG, add_dataset_options,
                                       add_swebench_output_options, prebuilt_source, resolve_instance_source,
                                       swebench_layout_request, write_swebench_layout)
 
 DEFAULT_OUTPUT_DIR = "runs"
-CACHE_LEVELS = ("none", "base", "env", "instance")
 
 
 def _repo_override(text: str) -> tuple[str, Path]:
@@ -71,7 +71,10 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--force", action="store_true",
                         help="re-evaluate every instance (default: reuse complete results for the same inputs)")
     common.add_argument("--cache-level", choices=CACHE_LEVELS, default="instance",
-                        help="which images survive the run (none < base < env < instance; default instance)")
+                        help="which of the run's images survive it (none < base < env < instance; default instance)")
+    common.add_argument("--disk-budget", type=size_argument, metavar="SIZE",
+                        help="before preparing images, remove the least recently used harness images until they "
+                             "take at most SIZE (e.g. 200G); never what this run's instances need")
     common.add_argument("--quiet", action="store_true", help="no progress display and no table")
     common.add_argument("--verbose", action="store_true", help="log every event on stderr")
 
@@ -113,13 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
     view.add_argument("--verbose", action="store_true", help="log every request on stderr")
     view.set_defaults(func=cmd_view)
 
-    images = sub.add_parser("images", help="list or prune the harness's images")
-    images_sub = images.add_subparsers(dest="images_command", required=True)
-    images_sub.add_parser("list", help="harness images with their sizes").set_defaults(func=cmd_images_list)
-    prune = images_sub.add_parser("prune", help="remove harness images above a cache level")
-    prune.add_argument("--level", choices=CACHE_LEVELS, default="env",
-                       help="keep images up to this level (default env: instance images go)")
-    prune.set_defaults(func=cmd_images_prune)
+    from harness.imagecache.commands import add_images_parser
+    add_images_parser(sub)
 
     doctor = sub.add_parser("doctor", help="check the engine, mmdebstrap, disk and data; say where things are")
     doctor.add_argument("--start-engine", action="store_true", help="start dockerd if nothing answers (root)")
@@ -349,6 +347,15 @@ def _execute_locked(args, loaded, predictions, instances_path, predictions_arg, 
         progress.update(result)
         write_page(result)
 
+    run_instances = frozenset(i.instance_id for i in loaded.instances)
+    if args.disk_budget is not None and client is not None:
+        from harness.imagecache.commands import prune_for_run
+        decided, outcomes = prune_for_run(client, budget=args.disk_budget, instance_ids=run_instances, log=log)
+        if not args.quiet:
+            print(f"harness: --disk-budget: removed {sum(o.removed for o in outcomes)} images "
+                  f"({decided.freed / 1e9:.2f} GB planned); the harness's images took {decided.total_before / 1e9:.2f}"
+                  f" GB, budget {'met' if decided.budget_met else 'NOT met (the rest is in use or needed)'}",
+                  file=sys.stderr)
     runner = BatchRunner(config, client, preparer, executor=executor, progress=on_result,
                          specs=specs, repos=resolver)
     if manifest is not None:
@@ -360,8 +367,12 @@ def _execute_locked(args, loaded, predictions, instances_path, predictions_arg, 
                 print(f"harness: pinned input changed: {line}", file=sys.stderr)
             raise InputError(f"{len(diffs)} input(s) differ from the pinned manifest; refusing to run",
                              source=str(manifest), field="--manifest")
-    with progress:
-        results = runner.run(tasks)
+    try:
+        with progress:
+            results = runner.run(tasks)
+    finally:
+        if preparer is not None:
+            preparer.images.tracker.release()  # the run uses no image any more: prune may take them
     from harness.manifest import write_manifest
     from harness.hashing import file_sha256
     inputs = {"instances_file": str(instances_path), "instances_sha256": file_sha256(instances_path),
@@ -372,8 +383,8 @@ def _execute_locked(args, loaded, predictions, instances_path, predictions_arg, 
     write_manifest(paths.manifest, run_id, {**config.eval.as_dict(), "limits": config.limits.__dict__,
                                             "retries": config.retries}, config.grading_key(), runner.pins(), inputs)
     if args.cache_level != "instance" and client is not None:
-        from harness.engine.inventory import prune_images
-        prune_images(client, args.cache_level)
+        from harness.imagecache.commands import prune_for_run
+        prune_for_run(client, level=args.cache_level, instance_ids=run_instances, log=log)
     all_ids = [i.instance_id for i in loaded.instances] + list(input_errors)
     summary = summarise_run_directory(run_id, model, paths.root, all_ids, results.keys(), input_errors)
     summary["no_prediction_ids"] = sorted(without)
@@ -480,7 +491,7 @@ def _print_table(results, summary) -> None:
                   f" (errors {summary['error_instances']}, invalid {len(summary['invalid_ids'])})")
 
 
-# ---------------------------------------------------------------------------- report, images
+# ---------------------------------------------------------------------------- report, view
 
 def cmd_report(args: argparse.Namespace) -> int:
     from harness.regrade import regrade_run
@@ -514,26 +525,6 @@ def cmd_view(args: argparse.Namespace) -> int:
         pass
     finally:
         server.server_close()
-    return 0
-
-
-def cmd_images_list(args: argparse.Namespace) -> int:
-    from harness.engine.client import connect
-    from harness.engine.inventory import list_images
-    rows = list_images(connect())
-    total = 0
-    for row in rows:
-        print(f"{row.kind:8} {row.size / 1e6:10.1f} MB  unique {row.unique / 1e6:8.1f} MB  {row.tag}")
-        total += row.unique
-    print(f"{len(rows)} images, {total / 1e6:.1f} MB not shared with another image")
-    return 0
-
-
-def cmd_images_prune(args: argparse.Namespace) -> int:
-    from harness.engine.client import connect
-    from harness.engine.inventory import prune_images
-    removed = prune_images(connect(), args.level)
-    print(f"removed {len(removed)} images: {' '.join(removed) or '-'}")
     return 0
 
 
@@ -572,6 +563,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         problems.append(str(exc))
     problems += resources.problems()
     print(f"cache: {cache_root()} ($HARNESS_CACHE_DIR, default ~/.cache/harness; --cache-dir overrides)")
+    from harness.paths import state_root
+    print(f"image state: {state_root()} ($HARNESS_STATE_DIR: last uses and the leases of live runs, per engine)")
     print(f"runs: {Path(DEFAULT_OUTPUT_DIR).resolve()} (--output-dir, default ./{DEFAULT_OUTPUT_DIR} "
           "of the working directory)")
     for label, path in (("cache", cache_root()), ("docker data", Path("/var/lib/docker"))):

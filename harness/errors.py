@@ -89,6 +89,11 @@ class RunDirectoryBusy(InputError):
     """Another harness process holds the run directory's lock."""
 
 
+class ConfinementBreached(HarnessError):
+    """A prune confined to a label was about to remove an image without it: nothing more
+    is removed (a bug, never an input problem)."""
+
+
 class ImageBuildError(InfrastructureError):
     """Building an image failed (base bootstrap, environment or instance layer)."""
 

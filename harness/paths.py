@@ -24,6 +24,13 @@ The cache directory (``$HARNESS_CACHE_DIR``, default ``~/.cache/harness``)::
     <cache>/wheelhouse/<python>-<hash>/      locked wheelhouses (see harness.wheelhouse)
     <cache>/locks/                           inter-process build locks
 
+The state of one Docker engine's harness images (``$HARNESS_STATE_DIR``, default
+``${XDG_STATE_HOME:-~/.local/state}/harness``), shared by every cache directory that uses
+that engine (harness.imagecache)::
+
+    <state>/engines/<engine id>/image-use.sqlite   when each image was last used, by which instances
+    <state>/engines/<engine id>/leases/            one lease per live harness process (flock held)
+
 The harness's own data (specs, bases, the demo set) is found by harness.resources,
 never relative to this file or to the working directory.
 """
@@ -65,6 +72,16 @@ def safe_run_id(value: str) -> str:
 def cache_root() -> Path:
     configured = os.environ.get("HARNESS_CACHE_DIR")
     return Path(configured).expanduser().resolve() if configured else Path.home() / ".cache" / "harness"
+
+
+def state_root() -> Path:
+    """Where the harness keeps per-engine state (image use, leases): one place whatever
+    ``--cache-dir`` a run uses, because the images themselves are the engine's."""
+    configured = os.environ.get("HARNESS_STATE_DIR")
+    if configured:
+        return Path(configured).expanduser().resolve()
+    xdg = os.environ.get("XDG_STATE_HOME")
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".local" / "state") / "harness"
 
 
 @dataclass(frozen=True)

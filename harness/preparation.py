@@ -161,6 +161,7 @@ class Preparer:
                                      compiler_env=compiler_env, tree_time=_export_time(export_dir),
                                      ccache_key=interpreter.image.tag.split(":", 1)[1])
         timings["instance"] = time.monotonic() - t
+        self.images.tracker.used_by(instance.instance_id, image.tag)
         from harness.runner import protected_modules
         return Prepared(spec, image, env_image, tree_sha, repo_path, protected_modules(house.wheel_dir),
                         export_dir, interpreter.describe(), [[r.text, r.origin] for r in requirements],
@@ -208,6 +209,7 @@ class Preparer:
         image = prebuilt.thin_layer(self.images, instance.repo_dirname, pulled, facts, source.env_prefix,
                                     prebuilt.git_dir_tar(export_dir), base_tree, head)
         timings["instance"] = time.monotonic() - t
+        self.images.tracker.used_by(instance.instance_id, image.tag)
         env_image = ImageRef(pulled.name, pulled.image_id, "prebuilt", pulled.digest or pulled.image_id,
                              pulled=pulled.reference if pulled.digest else None)
         import sys

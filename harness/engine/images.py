@@ -184,6 +184,10 @@ class ImageBuilder:
         self.log_dir = self.cache_dir / "build-logs"
         #: a harness.engine.registry.Registry: pull instead of build, push after a build
         self.registry = None
+        from harness.imagecache.usage import ImageTracker
+        #: leases every image this process looks up (prune leaves them alone while it lives)
+        #: and records its use (pruning by age and budget goes least recently used first)
+        self.tracker = ImageTracker(client)
 
     def use_registry(self, address: str) -> None:
         """Pull layers from the registry at ``address`` (HOST:PORT) instead of building
@@ -193,10 +197,13 @@ class ImageBuilder:
 
     # ------------------------------------------------------------------ helpers
     def _find(self, tag: str) -> Any | None:
+        self.tracker.lease(tag)  # before the look-up: a prune either saw the lease or removed it already
         try:
-            return self.client.images.get(tag)
+            image = self.client.images.get(tag)
         except ImageNotFound:
             return None
+        self.tracker.used(tag, image.id)
+        return image
 
     def _ref(self, image: Any, kind: str, inputs_hash: str, built: bool = False,
              seconds: float = 0.0) -> ImageRef:

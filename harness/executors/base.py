@@ -86,7 +86,9 @@ class NodeSetup:
         with _OPEN_LOCK:
             key = self.run_key
             if key not in _OPENED:
-                _OPENED.clear()  # one run at a time per worker process
+                for earlier in _OPENED.values():  # one run at a time per worker process: the last
+                    earlier.preparer.images.tracker.release()  # run's images are no longer leased
+                _OPENED.clear()
                 _OPENED[key] = self.open()
             return _OPENED[key]
 

@@ -224,6 +224,6 @@ def test_report_regrades_from_saved_outputs(harness_run):
 def test_images_list_shows_the_layers(engine, harness_run):
     harness_run("--instances", str(DEMO_DIR / "instances.jsonl"), "--predictions", "gold",
                 "--instance-ids", "harness-demo__calcly-1", run_id="images")
-    from harness.engine.inventory import list_images
-    kinds = {row.kind for row in list_images(engine)}
+    from harness.imagecache.inventory import read_engine
+    kinds = {image.kind for image in read_engine(engine).images if image.tags}
     assert {"base", "env", "inst"} <= kinds
