@@ -494,6 +494,8 @@ class Evaluator:
             if launcher.get(key):
                 details[f"sandbox_{key}"] = launcher[key][:100]
         details["sealed_count"] = launcher.get("sealed_count")
+        if (launcher.get("bytecode_removed") or {}).get("count"):
+            details["bytecode_removed"] = launcher["bytecode_removed"]
         if launcher.get("expected_mismatch"):
             raise InfrastructureError(f"test files did not land as written: {launcher['expected_mismatch'][:5]}")
 

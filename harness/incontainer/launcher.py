@@ -270,7 +270,8 @@ def reset_as_user(testbed, pristine, uid, gid, timeout):
     step writes it)."""
     script = ('find "$1" -mindepth 1 -maxdepth 1 -exec rm -rf -- {} + && '
               'find "$2" -mindepth 1 -maxdepth 1 -exec cp -a -t "$1" -- {} +')
-    return captured(as_user(uid, gid, ["/bin/sh", "-c", script, "reset", testbed, pristine]), "/", {}, timeout)
+    return captured(as_user(uid, gid, ["/bin/sh", "-c", script, "reset", testbed, pristine]), "/",
+                    {"PATH": "/usr/bin:/bin"}, timeout)
 
 
 def build_step(plan):
