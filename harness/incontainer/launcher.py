@@ -386,12 +386,14 @@ def main():
         shutil.copyfile(os.path.join(plan["staged"], rel), target, follow_symlinks=False)
         os.chmod(target, mode)
 
+    started = time.monotonic()
     purge_bytecode(testbed, plan["pristine"], record)
     sealed, sealed_dirs = seal(testbed, plan["seal"], record)
     hashed = {inside(testbed, rel) for rel in plan["seal"].get("files", [])}
     before = {p: fingerprint(p, p in hashed) for p in sealed}
     listed = listings(sealed_dirs)
     record["sealed_count"] = len(sealed)
+    record["seal_seconds"] = round(time.monotonic() - started, 4)
     record["protected_hardlinks"] = sysctl("fs/protected_hardlinks")
     record["expected_mismatch"] = sorted(
         rel for rel, digest in plan.get("expected", {}).items()
@@ -435,9 +437,11 @@ def main():
         os.mkdir(tests["run_dir"], 0o700)   # empty again (a later run of the command may write there)
         os.chown(tests["run_dir"], uid, gid)
 
+    started = time.monotonic()
     after = {p: fingerprint(p, p in hashed) for p in sealed}
     record["seal_changed"] = sorted(os.path.relpath(p, testbed) for p in sealed if after.get(p) != before.get(p))[:200]
     record["created"] = survey(testbed, sealed_dirs, listed, sealed, plan["seal"].get("watch", {}))
+    record["check_seconds"] = round(time.monotonic() - started, 4)
     with open(os.path.join(out_dir, "evidence.json"), "w") as out:
         json.dump(record, out)
 
