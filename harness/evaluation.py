@@ -10,13 +10,17 @@
 4. on the host, from the tree truth: reject what must never run (``.git`` changed,
    symlinks, a tree the parsed patch does not explain), decide what to restore, delete
    and seal, scan the model's files, plant the canaries;
-5. **test step** (one exec, as root, everything of the model as the test user with no
-   capability): delete, restore, install the test files, seal, re-install (when the spec
-   says so or the patch touches compiled sources: a checked step with its own timeout; a
-   failed rebuild is graded, the old binaries are never tested), start the services, run
-   the tests under a timeout, hash the sealed files again;
-6. one archive read takes the evidence and the results file out; the sandbox is closed;
-7. judge on the host (:mod:`harness.integrity.judge`): parse, canaries, evidence, grade.
+5. **build step**, only when the patch needs a rebuild the environment can do in place
+   (:mod:`harness.integrity.rebuild`; one exec, as root, the rebuild as the test user with
+   the monitor): the rebuild under its own timeout (a failed rebuild is graded, the old
+   binaries are never tested), then the tree truth again; the host decides restores,
+   deletions and the seal again from it;
+6. **test step** (one exec, as root, everything of the model as the test user with no
+   capability): delete, restore, install the test files, remove stray bytecode, seal,
+   start the services, run the tests under a timeout, fingerprint the sealed files again
+   and survey what the tests created;
+7. one archive read takes the evidence and the results file out; the sandbox is closed;
+8. judge on the host (:mod:`harness.integrity.judge`): parse, canaries, evidence, grade.
 
 Nothing here talks to Docker directly: it sees a :class:`~harness.engine.sandbox.Sandbox`.
 The defences themselves live in :mod:`harness.integrity`.
@@ -32,14 +36,14 @@ from typing import Callable
 from harness.engine.images import VENV
 from harness.engine.sandbox import ROOT, ExecResult, Sandbox
 from harness.errors import (ContainerDied, GradingOutcome, InfrastructureError, PatchApplyFailed, PatchRejected,
-                            RebuildFailed, ServiceUnavailable, build_failure_excerpt)
+                            ServiceUnavailable)
 from harness.grading.grade import grade
 from harness.grading.origins import evidence_origin
 from harness.grading.parsers import get_parser
 from harness.grading.status import ErrorReason, InstanceStatus
 from harness.instances import Instance
 from harness.integrity import canaries as canary_mod
-from harness.integrity import steps
+from harness.integrity import rebuild, steps
 from harness.integrity.evidence import parse_evidence
 from harness.integrity.judge import RunContext, apply_judgement, gradable_tests, judge_run  # noqa: F401
 from harness.integrity.plan import Plan, make_plan
@@ -274,14 +278,16 @@ class Evaluator:
 
         # 4. decisions on the host
         t = time.monotonic()
-        plan = self._decide(tree, model_files, test_patch, test_files)
+        patch_plan = self._decide(tree, model_files, test_patch, test_files)
         # the scans only flag and judge; they never change what runs: done while the tests run
-        scanning = Background(lambda: self._scan(tree, plan), "scan")
+        scanning = Background(lambda: self._scan(tree, patch_plan), "scan")
         self._phase("plan", t)
 
-        # 5. the test step (the scan runs meanwhile, and has finished before anything is recorded)
-        t = time.monotonic()
+        # 5-6. the build step (when it runs) and the test step (the scan runs meanwhile, and has
+        # finished before anything is recorded)
         try:
+            plan = self._build_step(sandbox, layout, tree, patch_plan, test_patch, test_files)
+            t = time.monotonic()
             argv, res, command, timeout = self._test_step(sandbox, layout, plan, test_patch, test_result, staged)
         finally:
             scanning.discard(lambda _: None)  # never left running past this step
@@ -291,7 +297,7 @@ class Evaluator:
         self.outputs.test_output = res.output
         self._phase("tests", t)
 
-        # 6. collect
+        # 7. collect
         t = time.monotonic()
         out = None if res.killed else sandbox.get_files(layout.out_dir, self.config.junit_limit + 32 * 1024 * 1024)
         self._phase("copy_out", t)
@@ -315,8 +321,6 @@ class Evaluator:
         tests = (evidence.launcher or {}).get("tests") or {}
         if tests.get("timed_out"):
             return self._finish_invalid(ErrorReason.TIMEOUT, f"tests exceeded {timeout} s")
-        if (evidence.launcher or {}).get("reinstall_failed"):
-            raise self._rebuild_failed(evidence.launcher)
         self._grade(evidence, test_files, plan)
         self._phase("grade", t)
 
@@ -422,20 +426,35 @@ class Evaluator:
                      "ready_timeout": s.ready_timeout,
                      "env": {**BASE_ENV, "PATH": f"{s.venv}/bin:{BASE_ENV['PATH']}", **dict(s.env)}}
                     for s in spec.services]
-        reinstall = None
-        if spec.reinstall_needed(plan.model_files):
-            if spec.compiler == "build":
-                raise RebuildFailed("the patch touches compiled sources but the test image has no compiler "
-                                    "(spec compiler: build; use compiler: keep)", reason="environment_build_failed",
-                                    origin="harness")
-            # a checked step as the test user, after the tests are sealed, with its own timeout:
-            # a failed rebuild is graded, the old binaries are never tested
-            reinstall = {"argv": ["/bin/bash", "-c", spec.reinstall_command], "env": self.env,
-                         "timeout": spec.reinstall_timeout, "required": True}
         tests = {"argv": ["/bin/bash", "-c", command], "env": env, "timeout": timeout, "run_dir": layout.run_dir,
                  "results_name": steps.RESULTS_NAME, "results_limit": self.config.junit_limit}
         return steps.launch_plan(layout, plan, sorted({*plan.delete, *test_result.deleted}), staged, services,
-                                 reinstall, tests, self.config.setup_timeout, BASE_ENV)
+                                 tests, self.config.setup_timeout, BASE_ENV)
+
+    def _build_step(self, sandbox: Sandbox, layout: steps.Layout, tree: TreeTruth, plan: Plan,
+                    test_patch: PatchFiles, test_files: list[str]) -> Plan:
+        """The rebuild before the seal, when :func:`rebuild.decide` says so; returns the plan
+        decided again from what the patch and the build left (the patch's plan otherwise)."""
+        spec, details = self.spec, self.result.integrity_details
+        decision = rebuild.decide(spec, plan.model_files, tree.pristine_extensions)
+        if decision.why:
+            details["rebuild"] = decision.why
+        if not decision.run:
+            return plan
+        t = time.monotonic()
+        out = rebuild.run_build_step(sandbox, layout, spec, self.env, self.config, self._record)
+        result = rebuild.after_build(out, tree, plan, spec, self.config.tree_report_limit, self.config.max_tree_changes,
+                                     lambda after: make_plan(after, test_patch.all, test_files, self.pristine_paths(),
+                                                             self.protected_modules, self.config.restore_test_infra,
+                                                             self.runner.infra_patterns))
+        for step in result.commands:
+            self._record(str(step.get("phase")), [], step)
+        self._phase("rebuild", t)
+        self.result.integrity_flags.extend(result.flags)
+        details.update(result.details)
+        if result.failure is not None:
+            raise result.failure
+        return result.plan
 
     def _test_step(self, sandbox: Sandbox, layout: steps.Layout, plan: Plan, test_patch: PatchFiles,
                    test_result: TestPatchResult, staged: dict[str, tuple[bytes, int]]):
@@ -455,24 +474,9 @@ class Evaluator:
             "/bin/bash", "-c", f"exec 9>>/tmp/.bench-events; {command}"]), "user": "1000:1000",
             "workdir": steps.TESTBED}
         deadline = timeout + self.config.setup_timeout + 60 + sum(
-            s.ready_timeout + self.config.setup_timeout * len(s.setup) for s in self.spec.services) + (
-            self.spec.reinstall_timeout if launch["reinstall"] else 0)
+            s.ready_timeout + self.config.setup_timeout * len(s.setup) for s in self.spec.services)
         res = sandbox.exec(argv, timeout=deadline, output_limit=self.config.test_output_limit, user=ROOT)
         return argv, res, command, timeout
-
-    def _rebuild_failed(self, launcher: dict) -> RebuildFailed:
-        """The verdict for a failed re-install (the envs stream's policy): the model's patch
-        does not build (``rebuild_failed``) or not in time (``timeout``); with the empty
-        patch nothing of the model's ran, so the environment cannot rebuild
-        (``environment_build_failed``, the harness's)."""
-        step = next((c for c in launcher.get("commands") or [] if c.get("phase") == "reinstall"), {})
-        timed_out = bool(step.get("timed_out"))
-        what = f"exceeded {self.spec.reinstall_timeout} s" if timed_out else f"failed (exit {step.get('exit_code')})"
-        excerpt = build_failure_excerpt(str(step.get("output_tail") or ""))
-        detail = f"re-install `{self.spec.reinstall_command}` {what}: {excerpt}"
-        if self.prediction.is_empty:
-            return RebuildFailed(detail, reason="environment_build_failed", origin="harness")
-        return RebuildFailed(detail, reason="timeout" if timed_out else "rebuild_failed")
 
     def _absorb_launcher(self, launcher: dict, command: str) -> None:
         for step in launcher.get("commands") or []:
@@ -490,6 +494,8 @@ class Evaluator:
             if launcher.get(key):
                 details[f"sandbox_{key}"] = launcher[key][:100]
         details["sealed_count"] = launcher.get("sealed_count")
+        if (launcher.get("bytecode_removed") or {}).get("count"):
+            details["bytecode_removed"] = launcher["bytecode_removed"]
         if launcher.get("expected_mismatch"):
             raise InfrastructureError(f"test files did not land as written: {launcher['expected_mismatch'][:5]}")
 

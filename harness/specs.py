@@ -55,6 +55,7 @@ _FIELDS = {
     "timeout", "test_directives", "setup_files", "runner_internals_allowed", "runner", "id_convention",
     "interpreter", "installer", "build_requires", "install_extras", "compiler", "reinstall_timeout",
     "compiled_sources", "submodules", "resolve_as_of", "downloads", "yield_to_tree", "build_inputs",
+    "rebuild_in_place",
 }
 #: Fields that are lists of strings: a version entry may extend them with ``<name>+``.
 _LIST_FIELDS = {"apt_packages", "requirements", "pre_install", "installer", "build_requires", "install_extras",
@@ -159,7 +160,10 @@ class EnvSpec:
     compiler) or "keep" (the test image keeps it, so a patch to C sources can be
     rebuilt). ``reinstall_after_patch`` is "always", "never" or "auto" (when the patch
     touches ``compiled_sources``); the re-install runs ``reinstall`` (default: the
-    ``install`` command) under ``reinstall_timeout`` seconds. ``build_inputs`` are
+    ``install`` command) under ``reinstall_timeout`` seconds, and only where
+    ``rebuild_in_place`` says it can: the sandbox's environment is read-only, so only a
+    rebuild that writes nothing but the working copy (``build_ext --inplace``) can run there
+    (harness/integrity/rebuild.py decides when it does). ``build_inputs`` are
     further files (path globs) the install builds from, e.g. a module it generates C
     from: an instance whose tree changes one is rebuilt, never an earlier one reused as is.
     """
@@ -190,6 +194,7 @@ class EnvSpec:
     install_extras: tuple[str, ...] = ()
     compiler: str = "none"
     reinstall_timeout: int = 900
+    rebuild_in_place: bool = False
     compiled_sources: tuple[str, ...] = DEFAULT_COMPILED_SOURCES
     build_inputs: tuple[str, ...] = ()
     submodules: tuple[tuple[str, str], ...] = ()
@@ -382,6 +387,10 @@ def _build(repo: str, version: str, merged: dict, source: str) -> EnvSpec:
     compiler = merged.get("compiler") or "none"
     if not isinstance(compiler, str) or compiler not in COMPILER_MODES:
         raise fail("compiler", f"must be one of {', '.join(COMPILER_MODES)}")
+    in_place = boolean("rebuild_in_place")
+    if reinstall_mode == "always" and not in_place:
+        raise fail("reinstall_after_patch", "'always' needs rebuild_in_place: true (the sandbox's environment is "
+                                            "read-only: only a rebuild into the working copy can run there)")
     reinstall_timeout = merged.get("reinstall_timeout", 900)
     if not isinstance(reinstall_timeout, int) or isinstance(reinstall_timeout, bool) or reinstall_timeout <= 0:
         raise fail("reinstall_timeout", "must be a positive integer (seconds)")
@@ -433,6 +442,7 @@ def _build(repo: str, version: str, merged: dict, source: str) -> EnvSpec:
         setup_files=tuple(sorted((str(k), str(v)) for k, v in setup_files.items())),
         interpreter=interpreter, installer=installer, build_requires=build_requires,
         install_extras=str_list("install_extras"), compiler=compiler, reinstall_timeout=reinstall_timeout,
+        rebuild_in_place=in_place,
         compiled_sources=str_list("compiled_sources") if merged.get("compiled_sources") else DEFAULT_COMPILED_SOURCES,
         submodules=submodules, resolve_as_of=as_of, downloads=tuple(downloads),
         yield_to_tree=str_list("yield_to_tree"), build_inputs=str_list("build_inputs"), source=source,

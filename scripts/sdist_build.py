@@ -143,7 +143,7 @@ def main(argv=None) -> int:
                         f"{args.repo}={repo}", "--no-clone", "--run-id", f"{run_id}-{kind}", "--output-dir",
                         str(output), "--quiet", *extra])
         report = json.loads((output / f"{run_id}-{kind}" / record["instance_id"] / "report.json").read_text())
-        rebuild = [c for c in report.get("commands", []) if c["phase"] == "reinstall"]
+        rebuild = [c for c in report.get("commands", []) if c["phase"] == "build"]
         summary[kind] = {"exit": code, "status": report["status"], "reason": report.get("error_reason"),
                          "error": (report.get("error_detail") or "")[-800:],
                          "interpreter": (report["image"].get("interpreter") or {}).get("version"),

@@ -8,7 +8,9 @@ can neither change nor shadow them (``/harness`` is a root-owned tmpfs)::
 
     /harness/trusted/                  TRUSTED_DIR   root, 0755
         prepare.py                     set-up step (test user): reset, apply, tree truth
-        launcher.py                    test step (root): delete, seal, re-install, services, tests
+        launcher.py                    build step (root: the rebuild, as the test user) and test step
+                                       (root): delete, seal, services, tests
+        sealing.py                     the seal, bytecode purge and survey (imported by launcher.py)
     /harness/trusted/py/               PY_DIR        root, 0755; on PYTHONPATH of the test command only
         sitecustomize.py               bootstrap: audit hook, plugin pre-import, then leaves sys.path
         _harness_monitor.py            the PEP 578 tamper monitor and the evidence channel (emit)
@@ -16,7 +18,7 @@ can neither change nor shadow them (``/harness`` is a root-owned tmpfs)::
                                        the results file's hash after the JUnit writer ran
         junit_reporter.py              runs unittest/sympy/django in-process, writes JUnit XML
                                        (the runners' result reporter)
-        (prepare.py, launcher.py)      also here: every file goes to PY_DIR
+        (prepare.py, launcher.py, ...) also here: every file goes to PY_DIR
 
 Commands refer to these files through :data:`TRUSTED_DIR` / :data:`PY_DIR` (and
 :func:`trusted_path`) only, never by a literal path. Files here must run on the sandbox's
@@ -39,8 +41,8 @@ PY_DIR = f"{TRUSTED_DIR}/py"
 #: File and directory modes inside the sandbox (root-owned: the test user runs as uid 1000).
 FILE_MODE = 0o444
 DIR_MODE = 0o755
-#: The two step scripts, also installed at the top of TRUSTED_DIR.
-SCRIPTS = ("prepare.py", "launcher.py")
+#: The step scripts (and what they import), also installed at the top of TRUSTED_DIR.
+SCRIPTS = ("prepare.py", "launcher.py", "sealing.py")
 
 
 @functools.lru_cache(maxsize=1)

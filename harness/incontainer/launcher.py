@@ -1,27 +1,49 @@
-"""The test step, run in the sandbox as root by the harness (trusted: installed root-owned
-under /harness/trusted). Everything of the model it starts runs as the test user with an
-empty capability bounding set (``setpriv``); root itself only deletes, seals and watches.
+"""The two root steps the harness runs in the sandbox (trusted: installed root-owned under
+/harness/trusted by the harness). Everything of the model it starts runs as the test user
+with an empty capability bounding set (``setpriv``); root itself only deletes, seals and
+watches.
 
     /usr/bin/python3 -I -S /harness/trusted/launcher.py PLAN.json
 
-The plan (root-only, removed once read) says, in order:
+The plan (root-only, removed once read) names its step. The **build step**
+(``"step": "build"``, only when the spec can rebuild in place and the patch needs it) runs
+before anything is sealed:
+
+B1. ``build``: the spec's rebuild, as the test user, monitored (:func:`monitor_for_build`),
+    under its own timeout; then every process of the test user is killed;
+B2. when it failed: the working copy is reset to the pristine tree (as the test user) and
+    the same rebuild runs once more (``pristine_build``): the host charges the failure to
+    the model only when the pristine tree builds;
+B3. when it succeeded: the tree truth of what the patch *and the build* left, by the
+    trusted ``prepare.py`` in report mode as the test user, from a root-owned request; the
+    host decides restores, deletions and the seal again from it (harness/integrity/rebuild.py).
+    ``build.json``, ``build-events.jsonl`` and ``tree.json`` go to the output directory.
+
+The **test step** (the default) says, in order:
 
 1. ``delete``: paths the model created that must not exist (restored away); ``restore``:
    paths put back as the pristine tree has them; ``install``: the test files (the test
    patch applied by the host, canaries included) copied from the staging directory;
-2. ``seal``: directories and files the tests run from become root-owned and not writable
-   by the test user (``trees`` recursively, ``files`` one by one, ``sticky`` directories
-   root-owned 1777 so that the tests can still create files there but not replace
-   sealed entries); their hashes are taken (and compared with ``expected`` for what the
-   harness itself put there);
-3. ``reinstall``: the spec's re-install, as the test user, under its own timeout;
-4. ``services``: set-up steps as root, then each service as the service user; waits until
-   their addresses accept;
+2. bytecode: every ``__pycache__`` entry and stray ``*.pyc`` that is not byte-identical
+   to the pristine tree's is removed (:func:`purge_bytecode`);
+3. ``seal`` (:func:`seal`): the sealed files become root-owned and not writable by the
+   test user; the directories that hold them (``trees`` recursively, and ``sticky``)
+   become root-owned 1777, so the tests can create files and directories there but cannot
+   modify, rename, replace or delete a sealed entry; a sealed directory holding Python
+   sources gets a root-owned 0755 ``__pycache__`` (no bytecode can be planted for them);
+   fingerprints are taken (content hashes for ``files``, compared with ``expected`` for
+   what the harness itself put there), and each sealed directory's listing;
+4. ``services``: set-up steps as root, then each service as the service user, from a
+   directory of its own that the test user cannot write (:func:`start_services`); waits
+   until their addresses accept;
 5. ``tests``: the test command as the test user, output streamed to this exec's stdout,
    under the timeout; the evidence file is inherited as an fd the test user cannot open
    by path; afterwards every process of the test user is killed;
-6. the sealed files are hashed again; the results file is copied (no symlinks, regular
-   files only, capped) into the root-owned output directory with ``evidence.json``.
+6. the sealed entries are fingerprinted again (``seal_changed``) and what the tests
+   created in sealed directories is surveyed (``created``, :func:`survey`: the host judges
+   planted test infrastructure and shadowing entries); the results file is copied (no
+   symlinks, regular files only, capped) into the root-owned output directory with
+   ``evidence.json``.
 
 Stdout carries the tests' output only. Runs on any Python >= 3.6.
 """
@@ -35,7 +57,13 @@ import socket
 import stat
 import subprocess
 import sys
+import tempfile
 import time
+
+# the trusted directory (root-owned, read-only): -I leaves it off sys.path
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sealing import (fingerprint, inside, listings, purge_bytecode, remove, seal, survey,  # noqa: E402
+                     sysctl)
 
 TAIL = 4000
 DROP = ["/usr/bin/setpriv", "--reuid={uid}", "--regid={gid}", "--clear-groups", "--bounding-set=-all",
@@ -48,93 +76,6 @@ def as_user(uid, gid, argv):
 
 def env_argv(env, argv):
     return ["/usr/bin/env", "-i"] + ["{}={}".format(k, v) for k, v in sorted(env.items())] + list(argv)
-
-
-def inside(testbed, rel):
-    """The absolute path of ``rel`` under testbed, or None if it would leave it."""
-    if not rel or rel.startswith("/") or "\x00" in rel or ".." in rel.split("/"):
-        return None
-    return os.path.join(testbed, rel)
-
-
-def sha256_fd(fd):
-    digest = hashlib.sha256()
-    while True:
-        block = os.read(fd, 1 << 20)
-        if not block:
-            return digest.hexdigest()
-        digest.update(block)
-
-
-def fingerprint(path, digest=True):
-    """What a sealed entry is now: kind, owner, mode, inode times, and (``digest``) the
-    content hash; never follows links. Without write access a sealed file cannot change
-    without its ctime changing, so whole trees are compared by metadata."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return None
-    entry = {"uid": st.st_uid, "mode": stat.S_IMODE(st.st_mode), "ino": st.st_ino, "size": st.st_size,
-             "mtime": st.st_mtime_ns, "ctime": st.st_ctime_ns}
-    if stat.S_ISREG(st.st_mode) and digest:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        try:
-            entry["sha256"] = sha256_fd(fd)
-        finally:
-            os.close(fd)
-        entry["kind"] = "file"
-    elif stat.S_ISREG(st.st_mode):
-        entry["kind"] = "file"
-    elif stat.S_ISDIR(st.st_mode):
-        entry["kind"] = "dir"
-        entry["entries"] = sorted(os.listdir(path))
-    elif stat.S_ISLNK(st.st_mode):
-        entry["kind"], entry["target"] = "symlink", os.readlink(path)
-    else:
-        entry["kind"] = "other"
-    return entry
-
-
-def walk_tree(root):
-    out = [root]
-    for base, dirs, files in os.walk(root, followlinks=False):
-        out.extend(os.path.join(base, d) for d in dirs)
-        out.extend(os.path.join(base, f) for f in files)
-    return out
-
-
-def seal(testbed, plan, record):
-    """Make the sealed set root-owned and not writable by others. Returns (sealed paths,
-    sticky directories)."""
-    sealed, sticky, errors = [], [], []
-
-    def own(path, directory_mode=0o755):
-        try:
-            st = os.lstat(path)
-            os.lchown(path, 0, 0)
-            if stat.S_ISDIR(st.st_mode):
-                os.chmod(path, directory_mode)
-            elif not stat.S_ISLNK(st.st_mode):
-                os.chmod(path, stat.S_IMODE(st.st_mode) & ~0o022)
-            return True
-        except OSError as exc:
-            errors.append("{}: {}".format(path, exc))
-            return False
-
-    for rel in plan.get("sticky", []):
-        path = testbed if rel == "" else inside(testbed, rel)
-        if path and os.path.isdir(path) and not os.path.islink(path) and own(path, 0o1777):
-            sticky.append(path)
-    for rel in plan.get("trees", []):
-        path = inside(testbed, rel)
-        if path and os.path.isdir(path) and not os.path.islink(path):
-            sealed.extend(p for p in walk_tree(path) if own(p))
-    for rel in plan.get("files", []):
-        path = inside(testbed, rel)
-        if path and os.path.lexists(path) and own(path):
-            sealed.append(path)
-    record["seal_errors"] = errors[:50]
-    return sorted(set(sealed)), sticky
 
 
 def restore(testbed, pristine, paths, record):
@@ -157,13 +98,6 @@ def restore(testbed, pristine, paths, record):
                 record["deleted"].append(rel)
         except OSError as exc:
             record["delete_errors"].append("{}: {}".format(rel, exc))
-
-
-def remove(path):
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path)
-    elif os.path.lexists(path):
-        os.unlink(path)
 
 
 def kill_user(uid):
@@ -213,37 +147,94 @@ def run_group(argv, cwd, env, timeout, stdout, stderr, pass_fds=()):
             "duration": round(time.monotonic() - started, 4)}
 
 
-def captured(argv, cwd, env, timeout):
-    path = "/tmp/.harness-step-{}".format(os.getpid())
-    with open(path, "w+b") as out:
-        result = run_group(argv, cwd, env, timeout, out, subprocess.STDOUT)
+def captured(argv, cwd, env, timeout, pass_fds=()):
+    # an unnamed file (O_EXCL, random name): the test user can write /tmp, and a link planted
+    # at a predictable path there would make root write wherever it points
+    with tempfile.TemporaryFile() as out:
+        result = run_group(argv, cwd, env, timeout, out, subprocess.STDOUT, pass_fds)
         out.seek(0, 2)
         out.seek(max(0, out.tell() - TAIL))
         result["output_tail"] = out.read().decode("utf-8", "replace")
-    os.unlink(path)
     return result
 
 
+# --------------------------------------------------------------------------- services
+#: what the services' interpreters must not read from a directory the test user can write
+SERVICE_ENV = {"PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def service_home(plan, name, user):
+    """A service's working directory and HOME: ``<service_dir>/<name>``, owned by the service
+    user, inside a root-owned directory on /harness (the test user can write /tmp and the
+    working copy: a service started there would import what the tests leave, as ``python -c``
+    and gunicorn put the working directory on ``sys.path``, and ``site`` reads HOME's user
+    site-packages)."""
+    top = plan["service_dir"]
+    if not os.path.isdir(top):
+        os.mkdir(top, 0o755)
+    os.chown(top, 0, 0)
+    os.chmod(top, 0o755)
+    home = os.path.join(top, name)
+    os.mkdir(home, 0o700)
+    os.chown(home, user[0], user[1])
+    return home
+
+
+def writable_by_others(path, allowed_uids):
+    """The first component of ``path`` (or of its nearest existing ancestor) that a user
+    other than root and ``allowed_uids`` could write or replace, or None."""
+    path = os.path.abspath(path)
+    while not os.path.lexists(path):
+        path = os.path.dirname(path)
+    while True:
+        st = os.lstat(path)
+        if st.st_uid not in (0,) + tuple(allowed_uids) or st.st_mode & 0o022:
+            return path
+        if path == "/":
+            return None
+        path = os.path.dirname(path)
+
+
+def service_env(svc, home, user):
+    """The service's environment: the spec's, with HOME at its own directory, no user
+    site-packages, and refused when a PYTHONPATH entry is writable by anyone else."""
+    env = dict(svc["env"], HOME=home, **SERVICE_ENV)
+    for entry in env.get("PYTHONPATH", "").split(":"):
+        if entry and writable_by_others(entry, (user[0],)):
+            raise ValueError("PYTHONPATH entry {} is writable by other users ({})".format(
+                entry, writable_by_others(entry, (user[0],))))
+    return env
+
+
 def start_services(plan, record):
-    """Set up and start each service; False (with the reason recorded) if one fails."""
+    """Set up and start each service; False (with the reason recorded) if one fails. Set-up
+    steps run as root with a root-owned HOME; each service as the service user, from
+    :func:`service_home`."""
     user = plan["service_user"]
     for svc in plan.get("services", []):
+        try:
+            home = service_home(plan, svc["name"], user)
+            env = service_env(svc, home, user)
+        except (OSError, ValueError) as exc:
+            record["service_failure"] = "service {}: {}".format(svc["name"], exc)
+            return False
+        setup_env = dict(plan["base_env"], HOME=plan["service_dir"], **SERVICE_ENV)
         for step in svc.get("setup", []):
-            res = captured(env_argv(plan["base_env"], ["/bin/bash", "-c", step]), "/", None, plan["setup_timeout"])
+            res = captured(env_argv(setup_env, ["/bin/bash", "-c", step]), "/", None, plan["setup_timeout"])
             res.update(phase="service_setup", argv=["/bin/bash", "-c", step])
             record["commands"].append(res)
             if res["exit_code"] != 0:
                 record["service_failure"] = "service {}: set-up {!r} failed: {}".format(
                     svc["name"], step, res["output_tail"][-800:])
                 return False
-        log = "/tmp/service-{}.log".format(svc["name"])
+        log = os.path.join(home, "service.log")
         with open(log, "wb") as out:
             os.chown(log, user[0], user[1])
-            subprocess.Popen(as_user(user[0], user[1], env_argv(svc["env"], ["/bin/bash", "-c", svc["command"]])),
-                             cwd="/tmp", stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            subprocess.Popen(as_user(user[0], user[1], env_argv(env, ["/bin/bash", "-c", svc["command"]])),
+                             cwd=home, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                              start_new_session=True)
         record["commands"].append({"phase": "service_start", "argv": ["/bin/bash", "-c", svc["command"]],
-                                   "exit_code": None, "duration": 0.0})
+                                   "exit_code": None, "duration": 0.0, "cwd": home})
         started = time.monotonic()
         deadline = started + svc.get("ready_timeout", 60)
         for address in svc.get("ready", []):
@@ -264,6 +255,72 @@ def start_services(plan, record):
             record["commands"].append({"phase": "service_ready", "argv": ["connect"] + svc["ready"], "exit_code": 0,
                                        "duration": round(time.monotonic() - started, 4)})
     return True
+
+
+# --------------------------------------------------------------------------- the build step
+def monitor_for_build(plan, env, events_fd):
+    """Switch the runtime monitor on for the model's build: the environment (and, with an
+    activation file, the file) that makes the build's interpreters install the audit hook
+    writing to ``events_fd``. The one place the build's monitoring is decided."""
+    return dict(env, HARNESS_EVIDENCE_FD=str(events_fd))
+
+
+def reset_as_user(testbed, pristine, uid, gid, timeout):
+    """The working copy as the pristine tree has it, written by the test user (as the set-up
+    step writes it)."""
+    script = ('find "$1" -mindepth 1 -maxdepth 1 -exec rm -rf -- {} + && '
+              'find "$2" -mindepth 1 -maxdepth 1 -exec cp -a -t "$1" -- {} +')
+    return captured(as_user(uid, gid, ["/bin/sh", "-c", script, "reset", testbed, pristine]), "/",
+                    {"PATH": "/usr/bin:/bin"}, timeout)
+
+
+def build_step(plan):
+    """B1-B3 of the module docstring; writes ``build.json`` (and ``tree.json`` after a
+    successful build) into the output directory."""
+    testbed, out_dir = plan["testbed"], plan["out_dir"]
+    uid, gid = plan["user"]
+    build = plan["build"]
+    record = {"commands": []}
+    events_path = os.path.join(out_dir, "build-events.jsonl")
+    events = os.open(events_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        env = monitor_for_build(plan, build["env"], events)
+        res = captured(as_user(uid, gid, env_argv(env, build["argv"])), testbed, None, build["timeout"],
+                       pass_fds=(events,))
+    finally:
+        os.close(events)
+    kill_user(uid)
+    if os.path.getsize(events_path) > plan.get("events_limit", 16 << 20):
+        os.truncate(events_path, plan.get("events_limit", 16 << 20))
+    res.update(phase="build", argv=build["argv"])
+    record["commands"].append(res)
+    record["build"] = {"exit_code": res["exit_code"], "timed_out": res["timed_out"]}
+    if res["exit_code"] != 0:
+        reset = reset_as_user(testbed, plan["pristine"], uid, gid, plan["setup_timeout"])
+        reset.update(phase="build_reset", argv=["reset", testbed])
+        record["commands"].append(reset)
+        if reset["exit_code"] == 0:
+            again = captured(as_user(uid, gid, env_argv(build["pristine_env"], build["argv"])), testbed, None,
+                             build["timeout"])
+            kill_user(uid)
+            again.update(phase="pristine_build", argv=build["argv"])
+            record["commands"].append(again)
+            record["pristine_build"] = {"exit_code": again["exit_code"], "timed_out": again["timed_out"]}
+    else:
+        report = plan["report"]
+        directory = os.path.dirname(report["path"])
+        os.mkdir(directory, 0o755)
+        with open(report["path"], "w") as handle:
+            json.dump(report["request"], handle)
+        os.chmod(report["path"], 0o444)
+        with open(os.path.join(out_dir, "tree.json"), "wb") as out:
+            res = run_group(as_user(uid, gid, report["argv"]), testbed, {}, plan["setup_timeout"], out,
+                            subprocess.DEVNULL)
+        kill_user(uid)
+        res.update(phase="build_tree_report", argv=report["argv"])
+        record["commands"].append(res)
+    with open(os.path.join(out_dir, "build.json"), "w") as out:
+        json.dump(record, out)
 
 
 def copy_results(plan, record):
@@ -302,6 +359,8 @@ def main():
     with open(plan_path) as handle:
         plan = json.load(handle)
     os.unlink(plan_path)  # consumed
+    if plan.get("step") == "build":
+        return build_step(plan)
     testbed, out_dir = plan["testbed"], plan["out_dir"]
     uid, gid = plan["user"]
     record = {"commands": [], "deleted": [], "restored": [], "delete_errors": []}
@@ -327,11 +386,15 @@ def main():
         shutil.copyfile(os.path.join(plan["staged"], rel), target, follow_symlinks=False)
         os.chmod(target, mode)
 
-    sealed, sticky = seal(testbed, plan["seal"], record)
+    started = time.monotonic()
+    purge_bytecode(testbed, plan["pristine"], record)
+    sealed, sealed_dirs = seal(testbed, plan["seal"], record)
     hashed = {inside(testbed, rel) for rel in plan["seal"].get("files", [])}
     before = {p: fingerprint(p, p in hashed) for p in sealed}
-    sticky_before = {p: set(os.listdir(p)) for p in sticky}
+    listed = listings(sealed_dirs)
     record["sealed_count"] = len(sealed)
+    record["seal_seconds"] = round(time.monotonic() - started, 4)
+    record["protected_hardlinks"] = sysctl("fs/protected_hardlinks")
     record["expected_mismatch"] = sorted(
         rel for rel, digest in plan.get("expected", {}).items()
         if (fingerprint(os.path.join(testbed, rel)) or {}).get("sha256") != digest)
@@ -344,16 +407,7 @@ def main():
         os.chown(gitconfig, uid, gid)
 
     go = True
-    if plan.get("reinstall"):
-        step = plan["reinstall"]
-        res = captured(as_user(uid, gid, env_argv(step["env"], step["argv"])), testbed, None, step["timeout"])
-        res.update(phase="reinstall", argv=step["argv"])
-        record["commands"].append(res)
-        kill_user(uid)
-        if step.get("required") and res["exit_code"] != 0:
-            record["reinstall_failed"] = True
-            go = False
-    if go and plan.get("services"):
+    if plan.get("services"):
         go = start_services(plan, record)
 
     if go:
@@ -383,10 +437,11 @@ def main():
         os.mkdir(tests["run_dir"], 0o700)   # empty again (a later run of the command may write there)
         os.chown(tests["run_dir"], uid, gid)
 
+    started = time.monotonic()
     after = {p: fingerprint(p, p in hashed) for p in sealed}
     record["seal_changed"] = sorted(os.path.relpath(p, testbed) for p in sealed if after.get(p) != before.get(p))[:200]
-    record["new_entries"] = {os.path.relpath(p, testbed): sorted(set(os.listdir(p)) - sticky_before[p])[:100]
-                             for p in sticky if set(os.listdir(p)) - sticky_before[p]}
+    record["created"] = survey(testbed, sealed_dirs, listed, sealed, plan["seal"].get("watch", {}))
+    record["check_seconds"] = round(time.monotonic() - started, 4)
     with open(os.path.join(out_dir, "evidence.json"), "w") as out:
         json.dump(record, out)
 

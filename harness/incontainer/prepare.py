@@ -14,6 +14,10 @@ the model can run (trusted: installed root-owned under /harness/trusted by the h
 
 Prints ONE JSON document on stdout (the exec's only output) and exits 0; the host
 parses it with a size cap. Runs on any Python >= 3.6 (the base image's python3).
+
+With ``"mode": "report"`` in the request (the build step: code of the model has run in the
+working copy) only step 4 runs, and every file is compared by content: the model's build
+could have set a changed file's size and mtime back to the pristine ones.
 """
 
 import base64
@@ -104,9 +108,20 @@ def git_fingerprint(testbed):
     return prints
 
 
+#: file names of compiled extension modules (``name.cpython-39-x86_64-linux-gnu.so``)
+EXTENSION_SUFFIXES = (".so", ".pyd")
+
+
+def count_extensions(entries):
+    """How many compiled extension modules a walked tree holds."""
+    return sum(1 for rel, st in entries.items() if stat.S_ISREG(st.st_mode) and rel.endswith(EXTENSION_SUFFIXES))
+
+
 def tree_diff(testbed, pristine, request):
-    """The working copy against the pristine tree, ``.git`` excluded."""
+    """The working copy against the pristine tree, ``.git`` excluded. Returns (changes,
+    too many, how many compiled extension modules the pristine tree holds)."""
     new, old = walk(testbed, True), walk(pristine, True)
+    trust_metadata = not request.get("hash_all")
     changes, total = [], 0
     max_changes = request["max_changes"]
     per_file, budget = request["content_limit"], request["content_total"]
@@ -120,7 +135,7 @@ def tree_diff(testbed, pristine, request):
                     changes.append({"path": rel, "change": "mode", "kind": "dir",
                                     "old_mode": stat.S_IMODE(a.st_mode), "new_mode": stat.S_IMODE(b.st_mode)})
                 continue
-            same_meta = (ka == kb and a.st_size == b.st_size and a.st_mtime_ns == b.st_mtime_ns
+            same_meta = (trust_metadata and ka == kb and a.st_size == b.st_size and a.st_mtime_ns == b.st_mtime_ns
                          and stat.S_IMODE(a.st_mode) == stat.S_IMODE(b.st_mode))
             if same_meta:
                 continue
@@ -166,8 +181,8 @@ def tree_diff(testbed, pristine, request):
         entry["size"] = b.st_size
         changes.append(entry)
         if len(changes) > max_changes:
-            return changes, True
-    return changes, False
+            return changes, True, count_extensions(old)
+    return changes, False, count_extensions(old)
 
 
 def run(argv, cwd, env, timeout):
@@ -209,9 +224,22 @@ def apply_patch(request, testbed, pristine, env):
     return commands, None
 
 
+def report(request):
+    """The tree truth alone (``"mode": "report"``)."""
+    started = time.monotonic()
+    result = {"commands": [], "applied": None, "history_commits": None, "git_changed": []}
+    result["changes"], result["too_many_changes"], result["pristine_extensions"] = tree_diff(
+        request["testbed"], request["pristine"], request)
+    result["seconds"] = round(time.monotonic() - started, 4)
+    sys.stdout.write(json.dumps(result))
+    sys.stdout.flush()
+
+
 def main():
     with open(sys.argv[1]) as handle:
         request = json.load(handle)
+    if request.get("mode") == "report":
+        return report(request)
     testbed, pristine = request["testbed"], request["pristine"]
     env = {k: str(v) for k, v in request["env"].items()}
     # /testbed is root-owned: git asks for it to be named safe. A private HOME holds just that.
@@ -239,7 +267,8 @@ def main():
             pass
     after = git_fingerprint(testbed)
     result["git_changed"] = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))[:200]
-    result["changes"], result["too_many_changes"] = tree_diff(testbed, pristine, request)
+    result["changes"], result["too_many_changes"], result["pristine_extensions"] = tree_diff(
+        testbed, pristine, request)
     shutil.rmtree(home, ignore_errors=True)
     result["seconds"] = round(time.monotonic() - started, 4)
     sys.stdout.write(json.dumps(result))

@@ -2,9 +2,10 @@
 
 Two artefacts come out of the root-owned output directory:
 
-* ``evidence.json`` - the launcher's record: deletions and restores, the sealed set and
-  what changed in it during the run, new entries in sticky directories, re-install and
-  service steps, the test command's exit code and duration, the results file's hash;
+* ``evidence.json`` - the launcher's record: deletions and restores, the bytecode it
+  removed, the sealed set and what changed in it during the run, what the tests created in
+  sealed directories (``created``), service steps, the test command's exit code and
+  duration, the results file's hash;
 * ``events.jsonl`` - lines written by the trusted in-process reporters through the
   evidence fd: ``boot`` (the bootstrap ran), ``event`` (the audit hook saw a watched
   event caused by a frame in the working copy), ``report``/``raised``/``session``/
@@ -28,6 +29,13 @@ flagged (``monitor_<event>``)           ``sys._getframe``, ``exec``/``compile`` 
                                         ``ctypes.dlopen``/``dlsym``, subprocesses,
                                         other writes in the working copy
 ======================================  =============================================
+
+What the tests create in sealed directories (they may: honest tests write fixtures, temp
+trees and caches beside themselves) is ``tampered`` when a runner would load it or the
+import system would find it before a sealed module: a ``conftest.py``/``sitecustomize.py``/
+``usercustomize.py`` anywhere in or under a sealed directory; an ``__init__.py``, ini file
+or ``*.pth`` in a sealed directory itself; and, in a sealed directory, an entry ``name``
+(a package, a link) or ``name.*.so`` beside a sealed ``name.py``.
 """
 
 from __future__ import annotations
@@ -47,6 +55,10 @@ WRITE_EVENTS = frozenset({"open", "os.remove", "os.rename", "os.rmdir", "os.trun
                           "os.link", "shutil.rmtree", "shutil.move", "shutil.copyfile"})
 INFRA_NAMES = frozenset({"conftest.py", "sitecustomize.py", "usercustomize.py", "pytest.ini", ".pytest.ini",
                          "pytest.toml", ".pytest.toml", "tox.ini", "setup.cfg", "pyproject.toml", "__init__.py"})
+#: created anywhere in or under a sealed directory: a runner loads these from any directory it collects
+PLANTED_ANYWHERE = frozenset({"conftest.py", "sitecustomize.py", "usercustomize.py"})
+#: what the launcher's survey of created entries reports in full (the rest is counted)
+SURVEY_WATCH = {"names": sorted(INFRA_NAMES), "suffixes": [".pth"]}
 
 
 @dataclass
@@ -170,13 +182,21 @@ def judge_evidence(ev: Evidence, statuses: dict[str, TestStatus], graded: tuple[
         flags.append("sealed_files_changed")
         details["sealed_files_changed"] = changed[:50]
         tampered.append(f"sealed files changed during the run: {changed[:5]}")
-    planted = {d: [n for n in names if n in INFRA_NAMES or n.endswith(".pth")]
-               for d, names in (launcher.get("new_entries") or {}).items()}
-    planted = {d: n for d, n in planted.items() if n}
-    if planted and sealed_infra:
+    created = created_entries(launcher)
+    if created.infra and sealed_infra:
         flags.append("infra_planted_during_run")
-        details["infra_planted_during_run"] = planted
-        tampered.append(f"test infrastructure created during the run: {planted}")
+        details["infra_planted_during_run"] = created.infra
+        tampered.append(f"test infrastructure created during the run: {created.infra}")
+    if created.shadows:
+        flags.append("shadow_planted_during_run")
+        details["shadow_planted_during_run"] = created.shadows[:50]
+        tampered.append(f"entries created during the run shadow sealed modules: {created.shadows[:5]}")
+    if created.unsurveyed:
+        flags.append("created_entries_unsurveyed")
+        ambiguous = (f"the tests created more entries in sealed directories than were inspected "
+                     f"({created.count}); a planted file among them cannot be ruled out")
+    if launcher.get("protected_hardlinks") == 0:
+        flags.append("hardlinks_unprotected")   # links to sealed files still change their fingerprints
 
     results = launcher.get("results") or {}
     if results.get("present") and plugin_expected and ev.boot is not None:
@@ -234,6 +254,44 @@ def judge_evidence(ev: Evidence, statuses: dict[str, TestStatus], graded: tuple[
             details["results_disagree_with_runner"] = disagree[:50]
             ambiguous = f"the results file and the runner's own reports disagree: {disagree[:3]}"
     return RuntimeVerdict("; ".join(tampered) or None, ambiguous, flags, details, infra)
+
+
+@dataclass
+class Created:
+    """What the tests created in sealed directories, judged: ``infra`` (directory -> names),
+    ``shadows`` ("path (beside sealed.py)"), how many entries, and whether the survey
+    stopped before the end."""
+
+    infra: dict[str, list[str]]
+    shadows: list[str]
+    count: int
+    unsurveyed: bool
+
+
+def created_entries(launcher: dict) -> Created:
+    """Judge the launcher's survey (``created``), or, in evidence of earlier runs, the new
+    names of the sticky directories (``new_entries``)."""
+    infra: dict[str, list[str]] = {}
+    shadows: list[str] = []
+    survey = launcher.get("created")
+    if isinstance(survey, dict):
+        for entry in survey.get("watched") or []:
+            if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
+                continue
+            path = entry["path"][:4096]
+            directory, _, name = path.rpartition("/")
+            direct = entry.get("direct") is True
+            if name in PLANTED_ANYWHERE or (direct and (name in INFRA_NAMES or name.endswith(".pth"))):
+                infra.setdefault(directory, []).append(name)
+            if direct and isinstance(entry.get("beside"), str):
+                shadows.append(f"{path} (beside {entry['beside'][:4096]})")
+        count = survey.get("count") if isinstance(survey.get("count"), int) else 0
+        return Created(infra, shadows, count, survey.get("truncated") is True)
+    for directory, names in (launcher.get("new_entries") or {}).items():
+        hits = [n for n in names if isinstance(n, str) and (n in INFRA_NAMES or n.endswith(".pth"))]
+        if hits:
+            infra[str(directory)] = hits
+    return Created(infra, shadows, 0, False)
 
 
 def _first_path(detail: str) -> str:

@@ -16,9 +16,13 @@ patch, the run's test files and the pristine tree's layout:
   of the standard library, of the environment, or of the repository itself: deleted;
 * **seal**: the test directories (recursively), the infrastructure files and
   ``__init__.py`` files of their ancestors, and the test files become root-owned and not
-  writable by the test user; the ancestors themselves (the root included) become
-  root-owned and sticky (1777): the tests may create files there but cannot rename or
-  replace what is sealed.
+  writable by the test user; every sealed directory, the ancestors of the tests included
+  (the root too), becomes root-owned and sticky (1777): the tests may create files and
+  directories anywhere (honest tests write fixtures, temp trees and caches beside
+  themselves) but cannot modify, rename, replace or delete what is sealed. What they create
+  is surveyed after the run and judged (harness/integrity/evidence.py: planted test
+  infrastructure, entries shadowing a sealed module); harness/incontainer/sealing.py says
+  what holds in the sandbox.
 """
 
 from __future__ import annotations

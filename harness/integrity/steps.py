@@ -1,4 +1,4 @@
-"""The two steps the harness runs in a sandbox, and what goes in and comes out of it.
+"""The steps the harness runs in a sandbox, and what goes in and comes out of it.
 
 Layout of ``/harness`` (a root-owned tmpfs) during one evaluation::
 
@@ -7,12 +7,19 @@ Layout of ``/harness`` (a root-owned tmpfs) during one evaluation::
     /harness/in-<token>/         test user, 0700: request.json, model.diff (removed once applied)
     /harness/plan-<token>/       root, 0700: files/ (the test files to install), plan.json (removed once read)
     /harness/run-<token>/        test user, 0700, made just before the tests: the runner's results file
-    /harness/out-<token>/        root, 0700: evidence.json, events.jsonl, results (copied by root)
+    /harness/out-<token>/        root, 0700: evidence.json, events.jsonl, results (copied by root);
+                                 build.json, build-events.jsonl, tree.json (the build step)
+    /harness/report-<token>/     root, 0755 (the build step): request.json (0444) of the tree report
+    /harness/svc-<token>/        root, 0755: one directory per service, its user's, 0700 (cwd, HOME, log)
 
 One archive call puts ``trusted/``, ``in-``, ``plan-`` (with the test files, which do not
 depend on what the patch did) and ``out-`` in place; the set-up step runs as the test
 user; a second archive call puts the plan (decided from the tree truth); the launcher
-runs as root and installs the test files; one archive read takes ``out-`` back.
+runs as root and installs the test files; one archive read takes ``out-`` back. When the
+spec rebuilds in place (harness/integrity/rebuild.py), a *build step* runs between the two:
+its own plan, the launcher as root running the rebuild as the test user before anything is
+sealed, and the tree truth again (``prepare.py`` in report mode, from a root-owned request:
+the test user could have rewritten ``in-``), read back with ``out-``.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from dataclasses import dataclass
 from harness import incontainer
 from harness.engine.images import PRISTINE_TREE
 from harness.engine.sandbox import FileEntry
+from harness.integrity.evidence import SURVEY_WATCH
 
 IO_DIR = "/harness"
 TRUSTED = incontainer.TRUSTED_DIR
@@ -63,6 +71,14 @@ class Layout:
     @property
     def run_dir(self) -> str:
         return f"{IO_DIR}/run-{self.run_token}"
+
+    @property
+    def report_dir(self) -> str:
+        return f"{IO_DIR}/report-{self.token}"
+
+    @property
+    def service_dir(self) -> str:
+        return f"{IO_DIR}/svc-{self.token}"
 
     @property
     def staged(self) -> str:
@@ -131,8 +147,8 @@ def prepare_argv(layout: Layout) -> list[str]:
     return [SYSTEM_PYTHON, "-I", "-S", f"{TRUSTED}/prepare.py", f"{layout.in_dir}/request.json"]
 
 
-def launcher_argv(layout: Layout) -> list[str]:
-    return [SYSTEM_PYTHON, "-I", "-S", f"{TRUSTED}/launcher.py", f"{layout.plan_dir}/plan.json"]
+def launcher_argv(layout: Layout, name: str = "plan.json") -> list[str]:
+    return [SYSTEM_PYTHON, "-I", "-S", f"{TRUSTED}/launcher.py", f"{layout.plan_dir}/{name}"]
 
 
 def sha256(data: bytes) -> str:
@@ -152,18 +168,35 @@ def test_env(base: dict[str, str], results_path: str | None, monitor: bool) -> d
 
 
 def launch_plan(layout: Layout, plan, delete: list[str], staged: dict[str, tuple[bytes, int]], services: list[dict],
-                reinstall: dict | None, tests: dict, setup_timeout: int, base_env: dict[str, str]) -> dict:
-    """What the launcher reads (``harness/incontainer/launcher.py`` documents each key);
-    ``plan`` is the host's :class:`harness.integrity.plan.Plan`."""
+                tests: dict, setup_timeout: int, base_env: dict[str, str]) -> dict:
+    """What the launcher's test step reads (``harness/incontainer/launcher.py`` documents
+    each key); ``plan`` is the host's :class:`harness.integrity.plan.Plan`."""
     return {"testbed": TESTBED, "pristine": PRISTINE_TREE, "out_dir": layout.out_dir, "staged": layout.staged,
             "user": [TEST_UID, TEST_UID], "service_user": [SERVICE_UID, SERVICE_UID], "base_env": base_env,
             "setup_timeout": setup_timeout, "delete": delete, "restore": plan.restore,
             "install": [[p, mode] for p, (_, mode) in sorted(staged.items())],
-            "seal": {"trees": plan.seal_trees, "files": plan.seal_files, "sticky": plan.sticky},
+            "seal": {"trees": plan.seal_trees, "files": plan.seal_files, "sticky": plan.sticky,
+                     "watch": SURVEY_WATCH},
             "expected": {p: sha256(d) for p, (d, _) in staged.items()},
-            "reinstall": reinstall, "services": services, "tests": tests}
+            "service_dir": layout.service_dir, "services": services, "tests": tests}
 
 
-def plan_file(layout: Layout, plan: dict) -> dict[str, FileEntry]:
-    name = layout.plan_dir.rsplit("/", 1)[1]
-    return {f"{name}/plan.json": FileEntry(json.dumps(plan).encode(), 0o600, 0)}
+def build_plan(layout: Layout, argv: list[str], env: dict[str, str], pristine_env: dict[str, str], timeout: int,
+               setup_timeout: int, limits: dict[str, int]) -> dict:
+    """What the launcher's build step reads: the rebuild (``env`` with the monitor's
+    bootstrap, ``pristine_env`` without it for the pristine tree's retry) and the tree
+    report's request (``limits`` as for the set-up step)."""
+    request = {"mode": "report", "hash_all": True, "testbed": TESTBED, "pristine": PRISTINE_TREE,
+               "content_suffixes": [], **limits}   # the plan needs paths; the scans read the patch's tree
+    path = f"{layout.report_dir}/request.json"
+    return {"step": "build", "testbed": TESTBED, "pristine": PRISTINE_TREE, "out_dir": layout.out_dir,
+            "user": [TEST_UID, TEST_UID], "setup_timeout": setup_timeout,
+            "build": {"argv": argv, "env": env, "pristine_env": pristine_env, "timeout": timeout},
+            "report": {"path": path, "request": request,
+                       "argv": [SYSTEM_PYTHON, "-I", "-S", f"{TRUSTED}/prepare.py", path]}}
+
+
+def plan_file(layout: Layout, plan: dict, name: str = "plan.json") -> dict[str, FileEntry]:
+    directory = layout.plan_dir.rsplit("/", 1)[1]
+    return {f"{directory}/{name}": FileEntry(json.dumps(plan).encode(), 0o600, 0)}
+

@@ -56,6 +56,8 @@ class TreeTruth:
     too_many_changes: bool
     commands: list[dict]
     seconds: float = 0.0
+    #: compiled extension modules in the pristine tree (None: not reported)
+    pristine_extensions: int | None = None
 
     @property
     def paths(self) -> set[str]:
@@ -102,7 +104,12 @@ def parse_tree_report(text: str, max_bytes: int) -> TreeTruth:
     return TreeTruth(changes=changes, applied=data.get("applied"), history_commits=data.get("history_commits"),
                      git_changed=list(data.get("git_changed") or []),
                      too_many_changes=bool(data.get("too_many_changes")),
-                     commands=list(data.get("commands") or []), seconds=float(data.get("seconds") or 0.0))
+                     commands=list(data.get("commands") or []), seconds=float(data.get("seconds") or 0.0),
+                     pristine_extensions=_count(data.get("pristine_extensions")))
+
+
+def _count(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def parsed_paths(files: PatchFiles) -> set[str]:

@@ -27,6 +27,7 @@ defaults:
   compiler: keep
   install: "python setup.py build_ext --inplace && python -m pip install --no-build-isolation --no-deps -e ."
   reinstall: "python setup.py build_ext --inplace"
+  rebuild_in_place: true
   reinstall_timeout: 300
   test_cmd: "pytest -rA -p no:cacheprovider"
   parser: pytest
@@ -244,7 +245,7 @@ def test_a_patch_to_a_compiled_source_is_rebuilt_and_a_broken_one_is_graded(tmp_
     run = _run(harness_run, tmp_path, repo, records, specs, "rebuild-good", ["example__cext-A"], str(preds))
     report = run.report("example__cext-A")
     assert report["status"] == "FULL", report["error_detail"]
-    rebuild = [c for c in report["commands"] if c["phase"] == "reinstall"]
+    rebuild = [c for c in report["commands"] if c["phase"] == "build"]
     assert rebuild and rebuild[0]["exit_code"] == 0
     # incremental: only the patched source is compiled again
     assert rebuild[0]["output_tail"].count("gcc") <= 2 and "_fast.c" in rebuild[0]["output_tail"]
@@ -254,6 +255,7 @@ def test_a_patch_to_a_compiled_source_is_rebuilt_and_a_broken_one_is_graded(tmp_
     report = run.report("example__cext-A")
     assert (report["status"], report["error_reason"], report["error_origin"]) == ("INVALID", "rebuild_failed", "model")
     assert "_fast.c" in report["error_detail"]
+    assert [c["exit_code"] for c in report["commands"] if c["phase"] == "pristine_build"] == [0]
 
 
 PURE_SPEC = """\

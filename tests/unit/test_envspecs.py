@@ -83,14 +83,25 @@ def test_build_requires_absent_means_read_from_the_tree(tmp_path):
 ])
 def test_reinstall_runs_when_a_compiled_source_is_touched(tmp_path, mode, touched, expected):
     value = {"auto": '"auto"', "never": "false", "always": "true"}[mode]
-    spec = load(tmp_path, f'repo: o/r\ndefaults: {{install: "pip install -e .", reinstall_after_patch: {value}}}\n'
-                          'versions: {"1": {}}\n').get("o/r", "1")
+    spec = load(tmp_path, f'repo: o/r\ndefaults: {{install: "python setup.py build_ext --inplace", '
+                          f'rebuild_in_place: true, reinstall_after_patch: {value}}}\nversions: {{"1": {{}}}}\n'
+                ).get("o/r", "1")
     assert spec.reinstall_needed(touched) is expected
 
 
 def test_no_reinstall_without_an_install_command(tmp_path):
-    spec = load(tmp_path, 'repo: o/r\ndefaults: {reinstall_after_patch: true}\nversions: {"1": {}}\n').get("o/r", "1")
+    spec = load(tmp_path, 'repo: o/r\ndefaults: {reinstall_after_patch: true, rebuild_in_place: true}\n'
+                          'versions: {"1": {}}\n').get("o/r", "1")
     assert spec.reinstall_needed(["x.c"]) is False
+
+
+def test_a_reinstall_after_every_patch_needs_an_environment_that_rebuilds_in_place(tmp_path):
+    # the sandbox's environment is read-only: `always` with a re-install into site-packages could never run
+    with pytest.raises(InputError, match="reinstall_after_patch.*rebuild_in_place: true"):
+        load(tmp_path, 'repo: o/r\ndefaults: {install: "pip install .", reinstall_after_patch: true}\n'
+                       'versions: {"1": {}}\n').get("o/r", "1")
+    with pytest.raises(InputError, match="rebuild_in_place.*true or false"):
+        load(tmp_path, 'repo: o/r\ndefaults: {rebuild_in_place: "yes"}\nversions: {"1": {}}\n').get("o/r", "1")
 
 
 # ------------------------------------------------------------------ the project's specs
