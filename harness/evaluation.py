@@ -24,6 +24,8 @@ The defences themselves live in :mod:`harness.integrity`.
 
 from __future__ import annotations
 
+import random
+import secrets
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -165,7 +167,8 @@ class Evaluator:
                  pristine: PristineSource, config: EvalConfig,
                  protected_modules: frozenset[str] = frozenset(),
                  pristine_paths: Callable[[], frozenset[str]] = frozenset,
-                 control_skipped: frozenset[str] = frozenset()) -> None:
+                 control_skipped: frozenset[str] = frozenset(),
+                 canary_plan: canary_mod.CanaryPlan | None = None) -> None:
         self.protected_modules = protected_modules
         self.pristine_paths = pristine_paths
         self.control_skipped = control_skipped
@@ -187,6 +190,9 @@ class Evaluator:
         )
         self.outputs = RunOutputs(patch=prediction.model_patch or "")
         self.canaries: list[canary_mod.Canary] = []
+        self.canary_plan = canary_plan or canary_mod.CanaryPlan(secrets.randbits(63), config.canaries)
+        #: canary test id -> PROVEN/DISPROVED by the reference control
+        self.canary_proof: dict[str, str] = {}
         #: the test command as the runner would run it without the harness around it (no
         #: bootstrap, no plugin): what benchmarks/overhead.py times as "bare"
         self.bare_call: dict | None = None
@@ -323,18 +329,27 @@ class Evaluator:
     # ----------------------------------------------------------------- steps
     def _plant_canaries(self, test_result: TestPatchResult, test_files: list[str]) -> dict[str, tuple[bytes, int]]:
         staged = dict(test_result.files)
-        if self.config.canaries <= 0:
+        plan, details = self.canary_plan, self.result.integrity_details
+        details.update({"canary_seed": plan.seed, "canary_count": plan.count, "canary_count_source": plan.source})
+        if plan.count <= 0:
+            self.result.integrity_flags.append("canaries_off")
             return staged
         previous = {p: (self.pristine(p) or (None,))[0] for p in test_files}
-        changed, self.canaries = canary_mod.plant({p: d for p, (d, _) in staged.items()}, test_files, previous,
-                                                  count=self.config.canaries, spell=self.runner.spell_id,
-                                                  styles=self.runner.canary_styles,
-                                                  collects_class=self.runner.collects_class)
+        planter = canary_mod.Planter({p: d for p, (d, _) in staged.items()}, test_files, previous,
+                                     self.runner.spell_id, self.runner.canary_styles, self.runner.collects_class)
+        changed, self.canaries = planter.draw(plan.count, random.Random(plan.seed))
         for path, data in changed.items():
             staged[path] = (data, staged[path][1])
         if not self.canaries:
             self.result.integrity_flags.append("canary_unavailable")
-        self.result.integrity_details["canaries"] = [c.to_dict() for c in self.canaries]
+        details["canaries"] = [c.to_dict() for c in self.canaries]
+        # what the control proved counts for the canaries it planted too (same seed, same files)
+        self.canary_proof = {c.test_id: plan.control[c.test_id]["standing"] for c in self.canaries
+                             if (plan.control.get(c.test_id) or {}).get("mutation") == c.mutation}
+        details["canary_proof"] = dict(self.canary_proof)
+        if plan.control_dir is not None:
+            details["canary_control"] = {"run_dir": plan.control_dir, "planted": len(self.canaries),
+                                         "matched": len(self.canary_proof)}
         return staged
 
     def _tree_truth(self, res: ExecResult) -> TreeTruth:
@@ -496,7 +511,8 @@ class Evaluator:
     def _grade(self, evidence, test_files: list[str], plan: Plan) -> None:
         expected = self.config.monitor and emits_evidence(self.spec)
         self.result.integrity_details["evidence_expected"] = expected  # so that a re-grade judges alike
-        ctx = RunContext(test_files=tuple(test_files), canaries=tuple(self.canaries),
+        ctx = RunContext(test_files=tuple(test_files), canaries=tuple(self.canaries), canary_proof=self.canary_proof,
+                         reference=self.is_reference,
                          model_files=frozenset(plan.model_files), runner_project=self.spec.runner_internals_allowed,
                          plugin_expected=expected, control_skipped=self.control_skipped, evidence=evidence)
         judged = judge_run(self.instance, self.spec.parser, self.outputs.test_output, self.outputs.junit_xml,

@@ -19,6 +19,7 @@ the summary are built from the run directory), so its memory does not grow with 
 
 from __future__ import annotations
 
+import secrets
 import socket
 import threading
 import time
@@ -40,6 +41,7 @@ from harness.evaluation import EvalConfig, Evaluation, Evaluator, RunOutputs, ex
 from harness.grading.status import ErrorReason, InstanceStatus
 from harness.hashing import content_hash
 from harness.instances import Instance
+from harness.integrity.canaries import CanaryPlan, instance_seed
 from harness.manifest import task_pins
 from harness.logs import get_logger
 from harness.predictions import Prediction
@@ -67,6 +69,9 @@ class RunConfig:
     task_timeout: float = 7200.0
     #: HOST:PORT of a registry: images are pulled from it instead of built, and pushed after a build
     registry: str | None = None
+    #: the run's canary seed: each instance's is derived from it (None: a fresh random seed
+    #: per task); a control's seed takes precedence for the instances it ran
+    canary_seed: int | None = None
     #: how often one task is re-queued after the node running it was lost
     requeue_budget: int = 3
     #: the run's label on its containers (default: the run id); ``harness validate`` gives
@@ -215,7 +220,9 @@ class TaskEvaluator:
 
         pristine_repo = _PristineReader(prepared.export_path or prepared.repo_path,
                                         "HEAD" if prepared.export_path else instance.base_commit)
-        control_skipped = control_skips(instance, self.config.control_dir)
+        facts = control_facts(instance, self.config.control_dir) if self.config.control_dir is not None else None
+        control_skipped = frozenset(facts["skipped"]) if facts else frozenset()
+        canary_plan = self._canary_plan(instance, prepared.spec, facts)
         try:
             evaluation: Evaluation | None = None
             for attempt in Retrying(stop=stop_after_attempt(self.config.retries),
@@ -225,7 +232,7 @@ class TaskEvaluator:
                 with attempt:
                     evaluator = Evaluator(instance, prediction, prepared.spec, pristine_repo.read,
                                           self._eval_config(prepared.spec), prepared.protected_modules,
-                                          pristine_repo.paths, control_skipped)
+                                          pristine_repo.paths, control_skipped, canary_plan)
                     evaluation = evaluator.run(lambda: self.backend.start(
                         prepared.image.tag, instance.instance_id, hosts=prepared.spec.service_hosts,
                         net_admin=prepared.spec.needs_net_admin, task=request.token))
@@ -276,6 +283,20 @@ class TaskEvaluator:
             return self.backend.kill_task(token)
         except InfrastructureError:
             return 0
+
+    def _canary_plan(self, instance: Instance, spec: EnvSpec, facts: dict | None) -> CanaryPlan:
+        """The task's canaries: as many as the run says, or fewer when the spec says so; the
+        seed of the reference control when it ran this instance, else one derived from the
+        run's seed, else a fresh one (fixed for every retry of the task)."""
+        count, source = self.config.eval.canaries, "harness"
+        if spec.canaries is not None and spec.canaries < count:
+            count, source = spec.canaries, "spec"
+        control = (facts or {}).get("canaries")
+        if control:
+            return CanaryPlan(control["seed"], count, source, control["proof"], str(self.config.control_dir))
+        if self.config.canary_seed is not None:
+            return CanaryPlan(instance_seed(self.config.canary_seed, instance.instance_id), count, source)
+        return CanaryPlan(secrets.randbits(63), count, source)
 
     def _eval_config(self, spec: EnvSpec) -> EvalConfig:
         """The run's grading configuration, as the spec adjusts it (a test runner's own
@@ -339,13 +360,6 @@ def failure_result(task: Task, reason: ErrorReason, exc: BaseException, grading_
         checksums={"instance": instance.checksum(), "patch": prediction.checksum(), "grading": grading_key},
         exception=exception_record(exc), node=node,
     )
-
-
-def control_skips(instance: Instance, control_dir: Path | None) -> frozenset[str]:
-    """Graded tests the reference-patch control run reported SKIPPED (a P2P skip there too
-    is kept here even when the code under test raised it)."""
-    facts = control_facts(instance, control_dir) if control_dir is not None else None
-    return frozenset(facts["skipped"]) if facts else frozenset()
 
 
 def compare_with_control(result: InstanceResult, instance: Instance, control_dir: Path) -> None:
