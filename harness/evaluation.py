@@ -193,6 +193,8 @@ class Evaluator:
         self.canary_plan = canary_plan or canary_mod.CanaryPlan(secrets.randbits(63), config.canaries)
         #: canary test id -> PROVEN/DISPROVED by the reference control
         self.canary_proof: dict[str, str] = {}
+        #: what judging read (evidence, test files, plan, the flags set before), to judge again
+        self._judged_with: tuple | None = None
         #: the test command as the runner would run it without the harness around it (no
         #: bootstrap, no plugin): what benchmarks/overhead.py times as "bare"
         self.bare_call: dict | None = None
@@ -509,6 +511,8 @@ class Evaluator:
             raise InfrastructureError(f"test files did not land as written: {launcher['expected_mismatch'][:5]}")
 
     def _grade(self, evidence, test_files: list[str], plan: Plan) -> None:
+        if self._judged_with is None:
+            self._judged_with = (evidence, test_files, plan, list(self.result.integrity_flags))
         expected = self.config.monitor and emits_evidence(self.spec)
         self.result.integrity_details["evidence_expected"] = expected  # so that a re-grade judges alike
         ctx = RunContext(test_files=tuple(test_files), canaries=tuple(self.canaries), canary_proof=self.canary_proof,
@@ -525,6 +529,19 @@ class Evaluator:
             hits = self.result.integrity_details.get("patch_references_test_runner", [])
             self._finish_invalid(ErrorReason.TAMPERED,
                                  f"the patch reaches into the test runner: {', '.join(hits[:5])}")
+
+    def reprove(self, proof: dict[str, str], source: dict) -> None:
+        """Judge the finished run again, its canaries proven by a run of the reference patch
+        that planted the same ones (``source`` says which, recorded as ``canary_control``)."""
+        if self._judged_with is None:
+            return
+        evidence, test_files, plan, before = self._judged_with
+        self.canary_proof = dict(proof)
+        self.result.integrity_details["canary_proof"] = dict(proof)
+        self.result.integrity_details["canary_control"] = source
+        self.result.integrity_flags = list(before)
+        self._grade(evidence, test_files, plan)
+        settle_origin(self.result, self.is_reference)
 
     def _invalid(self, reason: ErrorReason, detail: str) -> Evaluation:
         self._finish_invalid(reason, detail)

@@ -41,7 +41,7 @@ from harness.evaluation import EvalConfig, Evaluation, Evaluator, RunOutputs, ex
 from harness.grading.status import ErrorReason, InstanceStatus
 from harness.hashing import content_hash
 from harness.instances import Instance
-from harness.integrity.canaries import CanaryPlan, instance_seed
+from harness.integrity.canaries import CanaryPlan, instance_seed, proof_from
 from harness.manifest import task_pins
 from harness.logs import get_logger
 from harness.predictions import Prediction
@@ -223,19 +223,24 @@ class TaskEvaluator:
         facts = control_facts(instance, self.config.control_dir) if self.config.control_dir is not None else None
         control_skipped = frozenset(facts["skipped"]) if facts else frozenset()
         canary_plan = self._canary_plan(instance, prepared.spec, facts)
-        try:
-            evaluation: Evaluation | None = None
+        def evaluate(candidate: Prediction, plan: CanaryPlan) -> tuple[Evaluator, Evaluation]:
             for attempt in Retrying(stop=stop_after_attempt(self.config.retries),
                                     wait=wait_exponential(multiplier=0.5, max=8),
                                     retry=retry_if_exception_type(InfrastructureError),
                                     before_sleep=record, reraise=True):
                 with attempt:
-                    evaluator = Evaluator(instance, prediction, prepared.spec, pristine_repo.read,
+                    evaluator = Evaluator(instance, candidate, prepared.spec, pristine_repo.read,
                                           self._eval_config(prepared.spec), prepared.protected_modules,
-                                          pristine_repo.paths, control_skipped, canary_plan)
+                                          pristine_repo.paths, control_skipped, plan)
                     evaluation = evaluator.run(lambda: self.backend.start(
                         prepared.image.tag, instance.instance_id, hosts=prepared.spec.service_hosts,
                         net_admin=prepared.spec.needs_net_admin, task=request.token))
+            return evaluator, evaluation
+
+        try:
+            evaluator, evaluation = evaluate(prediction, canary_plan)
+            if evaluation.result.error_reason is ErrorReason.CANARY_UNPROVEN and not evaluator.is_reference:
+                self._prove_canaries(evaluator, evaluate, instance, canary_plan, log)
         except InfrastructureError as exc:
             attempts.append({"attempt": len(attempts) + 1, "error": type(exc).__name__, "message": str(exc)[:500],
                              "node": self.node})
@@ -283,6 +288,27 @@ class TaskEvaluator:
             return self.backend.kill_task(token)
         except InfrastructureError:
             return 0
+
+    def _prove_canaries(self, evaluator: Evaluator, evaluate, instance: Instance, plan: CanaryPlan, log) -> None:
+        """A canary with no proof accused the run (harness/integrity/canaries/judge.py): run the
+        instance's reference patch once with the same canaries and judge the run again with
+        what that proved. A proof that cannot be had (the engine failed) leaves the run
+        INVALID ``canary_unproven``."""
+        started = time.monotonic()
+        reference = Prediction(instance.instance_id, "reference patch (canary proof)", instance.patch)
+        try:
+            _, proving = evaluate(reference, CanaryPlan(plan.seed, plan.count, plan.source))
+        except InfrastructureError as exc:
+            log.warning("instance.canary_proof_failed", error=str(exc)[:200])
+            return
+        proven = proof_from(proving.result.integrity_details.get("canaries") or [])
+        proof = {c.test_id: proven[c.test_id]["standing"] for c in evaluator.canaries
+                 if (proven.get(c.test_id) or {}).get("mutation") == c.mutation}
+        evaluator.reprove(proof, {"run_dir": None, "on_demand": True, "planted": len(evaluator.canaries),
+                                  "matched": len(proof), "reference_status": proving.result.status.value,
+                                  "reference_error_reason": proving.result.error_reason.value
+                                  if proving.result.error_reason else None})
+        evaluator.result.timings["canary_proof"] = round(time.monotonic() - started, 4)
 
     def _canary_plan(self, instance: Instance, spec: EnvSpec, facts: dict | None) -> CanaryPlan:
         """The task's canaries: as many as the run says, or fewer when the spec says so; the

@@ -379,3 +379,70 @@ def test_canaries_are_never_graded_and_proofs_read_back():
     assert proof_from(verdict.details) == {CANARY.test_id: {"mutation": CANARY.mutation, "standing": PROVEN}}
     assert proof_from([CANARY.to_dict()]) == {}                        # planted, never judged: proves nothing
     assert Canary.from_dict({k: v for k, v in CANARY.to_dict().items() if k not in ("tier", "placement")}).tier == ""
+
+
+# ----------------------------------------------------------------------------- through grading
+
+def _instance():
+    from harness.instances import parse_instance
+    return parse_instance({"instance_id": "x__y-1", "repo": "x/y", "base_commit": "a" * 40, "version": "1",
+                           "patch": "diff --git a/y.py b/y.py\n--- a/y.py\n+++ b/y.py\n@@ -1 +1 @@\n-a\n+b\n",
+                           "test_patch": "diff --git a/t.py b/t.py\n--- a/t.py\n+++ b/t.py\n@@ -1 +1,2 @@\n x\n+y\n",
+                           "FAIL_TO_PASS": ["t.py::test_b"], "PASS_TO_PASS": []})
+
+
+def _graded(canary_status, **ctx):
+    from harness.integrity.judge import RunContext, judge_run
+    output = ("=========================== short test summary info ============================\n"
+              f"PASSED t.py::test_b\n{canary_status} t.py::test_b_x\n")
+    return judge_run(_instance(), "pytest-text", output, None, 1,
+                     RunContext(test_files=("t.py",), canaries=(CANARY,), **ctx))
+
+
+def test_grading_a_canary_that_cannot_fail_charges_nobody_and_a_proven_one_the_forger():
+    from harness.grading.status import ErrorReason, InstanceStatus
+    reference = _graded("PASSED", reference=True)
+    assert reference.verdict.status is InstanceStatus.FULL and "canary_disproved" in reference.flags
+    assert _graded("PASSED", canary_proof={CANARY.test_id: DISPROVED}).verdict.status is InstanceStatus.FULL
+    unproven = _graded("PASSED")
+    assert unproven.reason is ErrorReason.CANARY_UNPROVEN and ErrorReason.CANARY_UNPROVEN.origin == "harness"
+    forged = _graded("PASSED", canary_proof={CANARY.test_id: PROVEN})
+    assert forged.reason is ErrorReason.TAMPERED
+    assert _graded("FAILED", canary_proof={CANARY.test_id: PROVEN}).verdict.status is InstanceStatus.FULL
+
+
+def test_a_control_proves_canaries_only_when_it_ran_the_reference_patch(tmp_path):
+    """The control's seed and proofs reach the model's run only from a run of the
+    instance's own reference patch: a model's run used as a control would let it disprove
+    the canaries it forges."""
+    from harness.control import control_facts
+    from harness.grading.status import InstanceStatus
+    from harness.report import InstanceResult, write_json_atomic
+    inst = _instance()
+    verdict = judge_canaries([CANARY], {"t.py::test_b_x": P, "t.py::test_b": P}, reference=True)
+    control = InstanceResult("x__y-1", "x/y", "gold", InstanceStatus.FULL,
+                             integrity_details={"canary_seed": 77, "canaries": verdict.details})
+    write_json_atomic(tmp_path / "x__y-1" / "report.json", control.to_report())
+    (tmp_path / "x__y-1" / "patch.diff").write_text(inst.patch)
+    facts = control_facts(inst, tmp_path)
+    assert facts["canaries"] == {"seed": 77, "proof": {CANARY.test_id: {"mutation": CANARY.mutation,
+                                                                         "standing": DISPROVED}}}
+    (tmp_path / "x__y-1" / "patch.diff").write_text(inst.patch + "+ a forger's line\n")
+    assert control_facts(inst, tmp_path)["canaries"] is None
+
+
+def test_a_task_plants_the_control_s_canaries_or_the_run_s_or_fresh_ones(tmp_path):
+    from harness.runner import RunConfig, TaskEvaluator
+    from harness.specs import EnvSpec
+    inst = _instance()
+    evaluator = TaskEvaluator.__new__(TaskEvaluator)
+    evaluator.config = RunConfig("r", tmp_path, tmp_path, control_dir=tmp_path / "ctl")
+    spec, low = EnvSpec(repo="x/y", version="1"), EnvSpec(repo="x/y", version="1", canaries=1)
+    proof = {CANARY.test_id: {"mutation": CANARY.mutation, "standing": PROVEN}}
+    plan = evaluator._canary_plan(inst, spec, {"canaries": {"seed": 5, "proof": proof}})
+    assert (plan.seed, plan.count, plan.source, dict(plan.control)) == (5, 3, "harness", proof)
+    assert evaluator._canary_plan(inst, low, None).count == 1 and evaluator._canary_plan(inst, low, None).source == "spec"
+    evaluator.config = RunConfig("r", tmp_path, tmp_path, canary_seed=9)
+    assert evaluator._canary_plan(inst, spec, None).seed == instance_seed(9, "x__y-1")
+    evaluator.config = RunConfig("r", tmp_path, tmp_path)
+    assert evaluator._canary_plan(inst, spec, None).seed != evaluator._canary_plan(inst, spec, None).seed

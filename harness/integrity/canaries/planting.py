@@ -140,10 +140,11 @@ class Planter:
         """Up to ``count`` canaries: the changed files and the canaries planted in them."""
         chosen: list[tuple[_Test, str, Site, str, str]] = []
         used: set[int] = set()
+        taken = {path: set(file.taken) for path, file in self.files.items()}  # this draw's names
         for tier in TIERS:
             pool = [t for t in self.tests if t.tier == tier]
             while len(chosen) < count and pool:
-                picked = self._try(pool, rng)
+                picked = self._try(pool, rng, taken)
                 if picked is None:
                     break
                 chosen.append(picked)
@@ -174,7 +175,8 @@ class Planter:
             out[path] = "".join(lines).encode("utf-8")
         return out, canaries
 
-    def _try(self, pool: list[_Test], rng: random.Random) -> tuple[_Test, str, Site, str, str] | None:
+    def _try(self, pool: list[_Test], rng: random.Random, taken: dict[str, set[str]]
+             ) -> tuple[_Test, str, Site, str, str] | None:
         for _ in range(TRIES):
             test = rng.choice(pool)
             site = rng.choice(test.sites)
@@ -193,7 +195,7 @@ class Planter:
                 continue
             new_word, new_token = draw.with_case(new_word, words[word_at]), draw.with_case(new_token, token)
             name = "_".join([*words[:word_at], new_word, *words[word_at + 1:]])
-            if new_word.lower() == words[word_at].lower() or name in file.taken:
+            if new_word.lower() == words[word_at].lower() or name in taken[test.path]:
                 continue
             new_text = site.text[:token_at] + new_token + site.text[token_at + len(token):]
             if not _decides(site, new_text):
@@ -203,7 +205,7 @@ class Planter:
             if test.tier == "added" and (file.known_lines[changed.strip()] or file.strings[_string_value(
                     Site(site.kind, new_text, site.line, site.col, site.end))]):
                 continue
-            file.taken.add(name)
+            taken[test.path].add(name)
             return test, name, site, new_text, placement
         return None
 
