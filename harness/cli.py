@@ -49,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--specs", action="append", type=Path, default=[], metavar="DIR",
                         help="extra environment spec directory (repeatable; overrides images/specs)")
     common.add_argument("--timeout", type=int, help="test-run timeout in seconds (default: the spec's)")
+    common.add_argument("--perturbed-run", action="store_true",
+                        help="run each FULL result again with one FAIL_TO_PASS test's expected value changed in "
+                             "place (no original beside it); it must fail (docs/SECURITY.md)")
     common.add_argument("--canary-seed", type=int, metavar="N",
                         help="plant the same canaries again: each instance's seed is derived from N (default: a "
                              "fresh seed per task, or the --control run's; recorded as integrity.canary_seed)")
@@ -340,7 +343,8 @@ def _execute_locked(args, loaded, predictions, instances_path, predictions_arg, 
     without = [i.instance_id for i in loaded.instances if i.instance_id not in with_prediction]
 
     config = RunConfig(run_id=run_id, output_dir=paths.root.parent, cache_dir=cache_dir,
-                       eval=EvalConfig(timeout=args.timeout), max_workers=args.max_workers, force=args.force,
+                       eval=EvalConfig(timeout=args.timeout, perturbed_run=getattr(args, "perturbed_run", False)),
+                       max_workers=args.max_workers, force=args.force,
                        control_dir=getattr(args, "control", None), task_timeout=args.task_timeout,
                        registry=args.registry, label=label, canary_seed=getattr(args, "canary_seed", None))
     executor = make_executor(args.executor, args.max_workers, address=args.ray_address)

@@ -59,7 +59,10 @@ def _canary_facts(control: InstanceResult, directory: Path, instance: Instance) 
         reference = False
     if not reference or not isinstance(seed, int) or isinstance(seed, bool):
         return None
-    return {"seed": seed, "proof": proof_from(control.integrity_details.get("canaries") or [])}
+    perturbed = control.integrity_details.get("perturbed_run")
+    return {"seed": seed, "proof": proof_from(control.integrity_details.get("canaries") or []),
+            "perturbations": proof_from((perturbed or {}).get("perturbations") or [])
+            if isinstance(perturbed, dict) else {}}
 
 
 def recorded_facts(result: InstanceResult) -> dict | None:

@@ -35,6 +35,7 @@ from harness.engine.images import VENV
 from harness.engine.sandbox import ROOT, ExecResult, Sandbox
 from harness.errors import (ContainerDied, GradingOutcome, InfrastructureError, PatchApplyFailed, PatchRejected,
                             RebuildFailed, ServiceUnavailable, build_failure_excerpt)
+from harness.grading.conventions import get_convention
 from harness.grading.grade import grade
 from harness.grading.origins import evidence_origin
 from harness.grading.parsers import get_parser
@@ -86,6 +87,7 @@ class EvalConfig:
     junit_limit: int = 64 * 1024 * 1024
     restore_test_infra: bool = True
     canaries: int = 3                   # canaries planted per run (0: none)
+    perturbed_run: bool = False         # a FULL result runs again with one F2P test changed in place
     forbid_runner_internals: bool = True
     monitor: bool = True                # the runtime tamper monitor (audit hook)
     tree_report_limit: int = 48 * 1024 * 1024
@@ -95,6 +97,7 @@ class EvalConfig:
         return {"timeout": self.timeout, "setup_timeout": self.setup_timeout,
                 "test_output_limit": self.test_output_limit, "junit_limit": self.junit_limit,
                 "restore_test_infra": self.restore_test_infra, "canaries": self.canaries,
+                **({"perturbed_run": True} if self.perturbed_run else {}),
                 "forbid_runner_internals": self.forbid_runner_internals, "monitor": self.monitor,
                 "tree_report_limit": self.tree_report_limit, "max_tree_changes": self.max_tree_changes}
 
@@ -190,6 +193,7 @@ class Evaluator:
         )
         self.outputs = RunOutputs(patch=prediction.model_patch or "")
         self.canaries: list[canary_mod.Canary] = []
+        self.perturbations: list[canary_mod.Canary] = []
         self.canary_plan = canary_plan or canary_mod.CanaryPlan(secrets.randbits(63), config.canaries)
         #: canary test id -> PROVEN/DISPROVED by the reference control
         self.canary_proof: dict[str, str] = {}
@@ -335,16 +339,25 @@ class Evaluator:
         details.update({"canary_seed": plan.seed, "canary_count": plan.count, "canary_count_source": plan.source})
         if plan.count <= 0:
             self.result.integrity_flags.append("canaries_off")
-            return staged
+            if not plan.perturbed:
+                return staged
         previous = {p: (self.pristine(p) or (None,))[0] for p in test_files}
         planter = canary_mod.Planter({p: d for p, (d, _) in staged.items()}, test_files, previous,
                                      self.runner.spell_id, self.runner.canary_styles, self.runner.collects_class)
-        changed, self.canaries = planter.draw(plan.count, random.Random(plan.seed))
+        perturb = None
+        if plan.perturbed:
+            perturb = canary_mod.Perturb(self._fail_to_pass_ids(planter),
+                                         random.Random(canary_mod.instance_seed(plan.seed, "perturbed run")))
+        changed, planted = planter.draw(max(plan.count, 0), random.Random(plan.seed), perturb)
+        self.canaries = [c for c in planted if c.tier != "perturbed"]
+        self.perturbations = [c for c in planted if c.tier == "perturbed"]
         for path, data in changed.items():
             staged[path] = (data, staged[path][1])
-        if not self.canaries:
+        if not self.canaries and plan.count > 0:
             self.result.integrity_flags.append("canary_unavailable")
         details["canaries"] = [c.to_dict() for c in self.canaries]
+        if plan.perturbed:
+            details["perturbations"] = [c.to_dict() for c in self.perturbations]
         # what the control proved counts for the canaries it planted too (same seed, same files)
         self.canary_proof = {c.test_id: plan.control[c.test_id]["standing"] for c in self.canaries
                              if (plan.control.get(c.test_id) or {}).get("mutation") == c.mutation}
@@ -353,6 +366,14 @@ class Evaluator:
             details["canary_control"] = {"run_dir": plan.control_dir, "planted": len(self.canaries),
                                          "matched": len(self.canary_proof)}
         return staged
+
+    def _fail_to_pass_ids(self, planter: canary_mod.Planter) -> frozenset[str]:
+        """The native ids of the tests the planter could change in place that are graded
+        FAIL_TO_PASS (under the spec's id convention; a parametrised id by its function)."""
+        ids = get_convention(self.spec.id_convention)
+        wanted = {t.split("[", 1)[0] for t in self.instance.fail_to_pass}
+        natives = {self.runner.spell_id(t.path, t.cls, t.fn.name) for t in planter.perturbable}
+        return frozenset(n for n in natives if wanted & {d.split("[", 1)[0] for d in ids.to_dataset(n, None)})
 
     def _tree_truth(self, res: ExecResult) -> TreeTruth:
         if res.truncated:
@@ -516,7 +537,7 @@ class Evaluator:
         expected = self.config.monitor and emits_evidence(self.spec)
         self.result.integrity_details["evidence_expected"] = expected  # so that a re-grade judges alike
         ctx = RunContext(test_files=tuple(test_files), canaries=tuple(self.canaries), canary_proof=self.canary_proof,
-                         reference=self.is_reference,
+                         reference=self.is_reference, perturbations=tuple(self.perturbations),
                          model_files=frozenset(plan.model_files), runner_project=self.spec.runner_internals_allowed,
                          plugin_expected=expected, control_skipped=self.control_skipped, evidence=evidence)
         judged = judge_run(self.instance, self.spec.parser, self.outputs.test_output, self.outputs.junit_xml,

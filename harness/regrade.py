@@ -23,6 +23,7 @@ from harness.instances import parse_instance
 from harness.integrity.canaries import Canary
 from harness.integrity.evidence import parse_evidence
 from harness.integrity.judge import RunContext, apply_judgement, judge_run
+from harness.integrity.perturbed import apply_perturbed
 from harness.patches import patch_files
 from harness.report import InstanceResult, summarise, write_json_atomic
 from harness.runners import get_runner
@@ -84,6 +85,10 @@ def regrade_run(run_dir: Path) -> dict:
                 result.error_reason = ErrorReason.TAMPERED
                 result.error_detail = "the patch reaches into the test runner: " + ", ".join(
                     result.integrity_details.get("patch_references_test_runner", [])[:5])
+            perturbed = result.integrity_details.get("perturbed_run")
+            if isinstance(perturbed, dict) and "perturbations" in perturbed and result.status is InstanceStatus.FULL:
+                apply_perturbed(result, perturbed, {k: v for k, v in (perturbed.get("proof") or {}).items()
+                                                    if isinstance(v, str)}, reference)
             settle_origin(result, reference)
             if control is not None:  # as the run did after settling the origin (harness/batch.py)
                 apply_control(result, instance, control)
@@ -107,7 +112,7 @@ def regrade_run(run_dir: Path) -> dict:
 
 #: flags decided before the tests ran (kept as they are when re-grading)
 _SET_UP_FLAGS = frozenset({"history_not_stripped", "canary_unavailable", "canaries_off", "scan_incomplete",
-                           "scan_tokenized"})
+                           "scan_tokenized", "perturbed_run_failed"})
 
 
 def _reached_tests(result: InstanceResult) -> bool:

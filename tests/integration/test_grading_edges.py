@@ -262,3 +262,39 @@ def test_a_canary_that_cannot_fail_is_disproved_by_the_reference_and_charged_to_
     assert proved["on_demand"] and proved["reference_status"] == "FULL", proved
     assert report["integrity"]["canary_proof"] == {canary["test_id"]: "disproved"}
     assert "canary_unproven" not in report["integrity"]["flags"] and "canary_proof" in report["timings"]
+
+
+def test_the_perturbed_run_catches_what_passes_every_expected_value(harness_run, tmp_path):
+    """``--perturbed-run`` on calcly-1 with its canaries turned off by the spec (so that
+    only the perturbed run can see anything): ``median()`` returns an object equal to
+    everything, so every graded test passes and the first run is FULL; the second run,
+    with one FAIL_TO_PASS test's expected value changed in place, passes that test too,
+    which the reference patch does not (proven on demand): INVALID tampered. The
+    reference patch itself is FULL, its changed test having failed."""
+    from harness.specs import DEFAULT_SPECS_DIR
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    spec = (DEFAULT_SPECS_DIR / "harness-demo__calcly.yaml").read_text()
+    (specs / "harness-demo__calcly.yaml").write_text(spec.replace("defaults:\n", "defaults:\n  canaries: 0\n", 1))
+    stats = base_file(CALCLY, "calcly/stats.py")
+    forger = stats.replace("    return data[len(data) // 2]",
+                           "    return _Anything()\n\n\nclass _Anything:\n"
+                           "    def __eq__(self, other):\n        return True")
+    assert forger != stats
+    preds = write_predictions(tmp_path / "p.jsonl", {CALCLY: edit(CALCLY, {"calcly/stats.py": forger})})
+    common = ("--instances", str(DEMO_DIR / "instances.jsonl"), "--instance-ids", CALCLY, "--specs", str(specs),
+              "--perturbed-run", "--canary-seed", "3")
+    forged = harness_run(*common, "--predictions", str(preds), run_id="perturbed-forger").report(CALCLY)
+    assert forged["integrity"]["canary_count_source"] == "spec" and "canaries_off" in forged["integrity"]["flags"]
+    record = forged["integrity"]["perturbed_run"]
+    (change,) = record["perturbations"]
+    assert (change["observed"], change["proof"], record["proof_run"]["on_demand"]) == ("passed", "proven", True)
+    assert change["test_id"] in {f"tests/test_stats.py::TestMedian::{t.split('::')[-1]}"
+                                 for t in demo_instance(CALCLY)["FAIL_TO_PASS"]}
+    assert (forged["status"], forged["error_reason"], forged["error_origin"]) == ("INVALID", "tampered", "model")
+    assert "perturbed_passed" in forged["integrity"]["flags"] and record["same_canaries"]
+
+    gold = harness_run(*common, "--predictions", "gold", run_id="perturbed-gold").report(CALCLY)
+    (change,) = gold["integrity"]["perturbed_run"]["perturbations"]
+    assert (gold["status"], change["observed"], change["proof"]) == ("FULL", "ok", "proven")
+    assert "perturbed_run" in gold["timings"]

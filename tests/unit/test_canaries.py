@@ -426,7 +426,8 @@ def test_a_control_proves_canaries_only_when_it_ran_the_reference_patch(tmp_path
     (tmp_path / "x__y-1" / "patch.diff").write_text(inst.patch)
     facts = control_facts(inst, tmp_path)
     assert facts["canaries"] == {"seed": 77, "proof": {CANARY.test_id: {"mutation": CANARY.mutation,
-                                                                         "standing": DISPROVED}}}
+                                                                         "standing": DISPROVED}},
+                                 "perturbations": {}}
     (tmp_path / "x__y-1" / "patch.diff").write_text(inst.patch + "+ a forger's line\n")
     assert control_facts(inst, tmp_path)["canaries"] is None
 
@@ -446,3 +447,57 @@ def test_a_task_plants_the_control_s_canaries_or_the_run_s_or_fresh_ones(tmp_pat
     assert evaluator._canary_plan(inst, spec, None).seed == instance_seed(9, "x__y-1")
     evaluator.config = RunConfig("r", tmp_path, tmp_path)
     assert evaluator._canary_plan(inst, spec, None).seed != evaluator._canary_plan(inst, spec, None).seed
+
+
+# ----------------------------------------------------------------------------- the perturbed run
+
+def test_a_perturbed_run_changes_a_graded_test_in_place_and_keeps_the_same_canaries():
+    """The perturbed run's files: the same canaries as the first run's (byte for byte
+    beside their originals), and one target test changed in place under its own name, on
+    a line the base commit does not have, never a canary's original."""
+    from harness.integrity.canaries import Perturb
+    pristine = REAL.split(b"class TestPolygon:")[0]
+    targets = frozenset(f"t/test_shapes.py::TestPolygon::{n}" for n in
+                        ("test_rectangle_sides", "test_rectangle_corners", "test_triangle_sides"))
+    changed_tests = set()
+    for seed in range(30):
+        planter = Planter({"t/test_shapes.py": REAL}, ["t/test_shapes.py"], {"t/test_shapes.py": pristine})
+        first, canaries = planter.draw(2, random.Random(seed))
+        second, planted = planter.draw(2, random.Random(seed), Perturb(targets, random.Random(seed + 100)))
+        changes = [c for c in planted if c.tier == "perturbed"]
+        assert [c for c in planted if c.tier != "perturbed"] == canaries
+        assert len(changes) == 1 and changes[0].test_id in targets and changes[0].name == changes[0].original
+        assert changes[0].original not in {c.original for c in canaries}
+        a, b = first["t/test_shapes.py"].decode().splitlines(), second["t/test_shapes.py"].decode().splitlines()
+        differ = [(x, y) for x, y in zip(a, b) if x != y]
+        assert len(a) == len(b) and len(differ) == 1 and len(differ[0][0]) == len(differ[0][1])
+        assert differ[0][1].strip() not in pristine.decode()
+        changed_tests.add(changes[0].original)
+    assert len(changed_tests) >= 2
+
+
+def test_the_perturbed_run_settles_a_full_result():
+    from harness.grading.status import ErrorReason, InstanceStatus
+    from harness.integrity.perturbed import apply_perturbed
+    from harness.report import InstanceResult
+    change = Canary("t.py", None, "test_b", "test_b", "int 3 -> 5", "t.py::test_b", "t.py::test_b", "perturbed",
+                    "in place")
+
+    def settled(statuses, proof, reference=False):
+        result = InstanceResult("x__y-1", "x/y", "m", InstanceStatus.FULL, resolved=True)
+        apply_perturbed(result, {"perturbations": [{**change.to_dict(), "statuses": statuses}]}, proof, reference)
+        return result
+
+    forged = settled({"t.py::test_b[1]": "PASSED", "t.py::test_b[2]": "FAILED"}, {change.test_id: PROVEN})
+    assert (forged.status, forged.error_reason) == (InstanceStatus.INVALID, ErrorReason.TAMPERED)
+    assert "perturbed_passed" in forged.integrity_flags and not forged.resolved
+    assert settled({"t.py::test_b": "FAILED"}, {change.test_id: PROVEN}).status is InstanceStatus.FULL
+    assert settled({}, {change.test_id: PROVEN}).error_reason is ErrorReason.TAMPERED          # went missing
+    assert settled({"t.py::test_b": "PASSED"}, {}).error_reason is ErrorReason.CANARY_UNPROVEN
+    reference = settled({"t.py::test_b": "PASSED"}, {}, reference=True)
+    assert reference.status is InstanceStatus.FULL and "perturbed_disproved" in reference.integrity_flags
+    record = reference.integrity_details["perturbed_run"]
+    assert record["perturbations"][0]["proof"] == DISPROVED
+    empty = InstanceResult("x__y-1", "x/y", "m", InstanceStatus.FULL, resolved=True)
+    apply_perturbed(empty, {"perturbations": []}, {}, False)
+    assert empty.status is InstanceStatus.FULL and empty.integrity_flags == ["perturbation_unavailable"]

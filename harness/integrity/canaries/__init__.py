@@ -47,13 +47,14 @@ import hashlib
 import random
 from typing import Callable, Mapping
 
-from harness.integrity.canaries.judge import DISPROVED, PROVEN, CanaryVerdict, judge_canaries, proof_from
-from harness.integrity.canaries.planting import Planter, SpellId, pytest_id
+from harness.integrity.canaries.judge import (DISPROVED, PROVEN, CanaryVerdict, judge_canaries, judge_perturbations,
+                                             proof_from)
+from harness.integrity.canaries.planting import Perturb, Planter, SpellId, pytest_id
 from harness.integrity.canaries.record import Canary, CanaryPlan
 from harness.integrity.canaries.sites import Source, default_collects_class
 
 __all__ = ["Canary", "CanaryPlan", "CanaryVerdict", "DISPROVED", "PROVEN", "Planter", "Source", "SpellId", "instance_seed",
-           "judge_canaries", "plant", "proof_from", "pytest_id"]
+           "judge_canaries", "judge_perturbations", "Perturb", "plant", "proof_from", "pytest_id"]
 
 
 def plant(files: Mapping[str, bytes], test_files: list[str], previous: Mapping[str, bytes | None],

@@ -116,3 +116,42 @@ def proof_from(details: list[dict]) -> dict[str, dict]:
             continue  # planted but never judged (the control ended before its tests did)
         out[entry["test_id"]] = {"mutation": entry.get("mutation"), "standing": PROVEN if seen == "ok" else DISPROVED}
     return out
+
+
+def judge_perturbations(perturbations: list[Canary], statuses: Mapping[str, TestStatus],
+                        code_raised: frozenset[str] = frozenset(), proof: Mapping[str, str] | None = None,
+                        reference: bool = False) -> CanaryVerdict:
+    """Judge the tests a perturbed run changed in place (harness/integrity/perturbed.py):
+    each must fail, every parametrisation of it. Proof, the reference run and the verdicts
+    are as for canaries: a proven perturbation that passes, is skipped or goes missing makes
+    the run ``tampered``, an unproven one leaves it ``canary_unproven``."""
+    proof = proof or {}
+    details, flags, tampered, unproven, any_failed = [], [], None, None, False
+    for change in perturbations:
+        found = {k: s for k, s in statuses.items() if k == change.test_id or k.startswith(change.test_id + "[")}
+        if found and all(s in (TestStatus.FAILED, TestStatus.ERROR) for s in found.values()):
+            seen = "ok"
+        elif not found:
+            seen = "missing"
+        elif any(k in code_raised for k in found):
+            seen = "raised_by_code"
+        else:
+            seen = "passed" if TestStatus.PASSED in found.values() else "skipped"
+        said = f"perturbed test {change.test_id} ({change.mutation}): {seen} " \
+               f"(reported {', '.join(sorted({s.value for s in found.values()})) or 'nothing'})"
+        standing = PROVEN if reference and seen == "ok" else proof.get(change.test_id)
+        if seen == "ok":
+            any_failed, verdict = True, "ok"
+        elif reference or standing == DISPROVED:
+            standing, verdict = DISPROVED, "disproved"
+        elif seen == "raised_by_code" or standing == PROVEN:
+            verdict = seen
+            tampered = tampered or said
+        else:
+            verdict = "unproven"
+            unproven = unproven or f"{said}; no reference run proved that this change makes it fail"
+        details.append({**change.to_dict(), "statuses": {k: s.value for k, s in sorted(found.items())[:20]},
+                        "observed": seen, "verdict": verdict, "proof": standing})
+        if verdict != "ok":
+            flags.append(f"perturbed_{verdict}")
+    return CanaryVerdict(tampered, None if tampered else unproven, sorted(set(flags)), details, any_failed)

@@ -63,6 +63,15 @@ class _Test:
 
 
 @dataclass
+class Perturb:
+    """Tests to change in place (their native ids), how many, and the generator to use."""
+
+    targets: frozenset[str]
+    rng: random.Random
+    count: int = 1
+
+
+@dataclass
 class _File:
     text: str
     lines: list[str]
@@ -82,6 +91,8 @@ class Planter:
         self.spell = spell
         self.files: dict[str, _File] = {}
         self.tests: list[_Test] = []
+        #: every collected test with a site on a line as new as an added test (perturbations)
+        self.perturbable: list[_Test] = []
         for path in test_files:
             source = files.get(path)
             if source is None or not path.endswith(".py"):
@@ -115,29 +126,34 @@ class Planter:
         self.files[path] = _File(text, lines, newline, draw.Vocabulary(text, at_sites), taken, known, strings)
         found = []
         for fn, cls, scope in collected_tests(tree, collects_class):
+            segment = source_lines.segment(fn)
+            old = pristine.bodies.get((cls, fn.name))
+            tier = "added" if fn.name not in pristine.names else "unchanged" if old == segment else "changed"
+            # a line as new as an added test: found nowhere else in the file or at the base commit
+            fresh = [s for s in sites_of(fn, source_lines) if _site_tokens(s)
+                     and known[lines[s.line - 1].strip()] == 1 and strings[_string_value(s)] <= 1]
+            first = _block_start(lines, fn)
+            block = draw.count_tokens("".join(lines[first - 1:fn.end_lineno]))
+            name_keys = [k for k in map(draw.key_of, draw.TOKEN.findall(fn.name)) if k is not None]
+            if fresh:
+                self.perturbable.append(_Test(path, fn, cls, "perturbed", first, fresh, [], block, name_keys, 0))
             if ("method" if cls else "function") not in styles:
                 continue
             if fn.decorator_list or any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(fn)):
                 continue
             words = [i for i, word in enumerate(fn.name.split("_")) if i and draw.shape_of(word) is not None]
-            segment = source_lines.segment(fn)
-            old = pristine.bodies.get((cls, fn.name))
-            tier = "added" if fn.name not in pristine.names else "unchanged" if old == segment else "changed"
-            # an added test's changed line must be as new as the rest of the test
-            sites = [s for s in sites_of(fn, source_lines)
-                     if _site_tokens(s) and (tier != "added" or (known[lines[s.line - 1].strip()] == 1
-                                                                 and strings[_string_value(s)] <= 1))]
+            sites = fresh if tier == "added" else [s for s in sites_of(fn, source_lines) if _site_tokens(s)]
             if not words or not sites:
                 continue
-            first = _block_start(lines, fn)
-            block = draw.count_tokens("".join(lines[first - 1:fn.end_lineno]))
-            name_keys = [k for k in map(draw.key_of, draw.TOKEN.findall(fn.name)) if k is not None]
             found.append(_Test(path, fn, cls, tier, first, sites, words, block, name_keys,
                                _gap(scope, lines, cls)))
         return found
 
-    def draw(self, count: int, rng: random.Random) -> tuple[dict[str, bytes], list[Canary]]:
-        """Up to ``count`` canaries: the changed files and the canaries planted in them."""
+    def draw(self, count: int, rng: random.Random, perturb: "Perturb | None" = None
+             ) -> tuple[dict[str, bytes], list[Canary]]:
+        """Up to ``count`` canaries: the changed files and the canaries planted in them; with
+        ``perturb``, also that many tests of its targets changed in place (after the
+        canaries, from its own generator, so that the canaries are the same either way)."""
         chosen: list[tuple[_Test, str, Site, str, str]] = []
         used: set[int] = set()
         taken = {path: set(file.taken) for path, file in self.files.items()}  # this draw's names
@@ -164,9 +180,23 @@ class Planter:
             canaries.append(Canary(test.path, test.cls, name, test.fn.name, mutation,
                                    self.spell(test.path, test.cls, name),
                                    self.spell(test.path, test.cls, test.fn.name), test.tier, placement))
+        replaced: dict[str, dict[int, str]] = {}
+        if perturb is not None:
+            originals = {(c.path, c.cls, c.original) for c in canaries}
+            for test, site, new_text in self._perturb(perturb, originals, taken):
+                row = self.files[test.path].lines[site.line - 1].encode("utf-8")
+                replaced.setdefault(test.path, {})[site.line - 1] = \
+                    (row[:site.col] + new_text.encode("utf-8") + row[site.end:]).decode("utf-8")
+                test_id = self.spell(test.path, test.cls, test.fn.name)
+                canaries.append(Canary(test.path, test.cls, test.fn.name, test.fn.name,
+                                       f"{site.kind} {site.text} -> {new_text}", test_id, test_id, "perturbed",
+                                       "in place"))
         out = {}
-        for path, inserts in edits.items():
+        for path in {**edits, **replaced}:
+            inserts = edits.get(path, [])
             lines = list(self.files[path].lines)
+            for at, line in replaced.get(path, {}).items():
+                lines[at] = line
             # bottom up; at one line an "after" block goes in last so that it ends up first
             for at, _, block in sorted(inserts, key=lambda e: (e[0], -e[1]), reverse=True):
                 if at and not lines[at - 1].endswith(("\n", "\r")):
@@ -174,6 +204,45 @@ class Planter:
                 lines[at:at] = block
             out[path] = "".join(lines).encode("utf-8")
         return out, canaries
+
+    def _perturb(self, perturb: "Perturb", originals: set, taken: dict[str, set[str]]) -> list:
+        """(test, site, new literal) for up to ``perturb.count`` of its targets (never the
+        original of a canary of this run: the copy would show the real value beside it)."""
+        pool = [t for t in self.perturbable if self.spell(t.path, t.cls, t.fn.name) in perturb.targets
+                and (t.path, t.cls, t.fn.name) not in originals]
+        chosen: list = []
+        while len(chosen) < perturb.count and pool:
+            for _ in range(TRIES):
+                test = perturb.rng.choice(pool)
+                site = perturb.rng.choice(test.sites)
+                token_at, token = perturb.rng.choice(_site_tokens(site))
+                new_text = self._new_literal(test, site, token_at, token, perturb.rng)
+                if new_text is not None:
+                    chosen.append((test, site, new_text))
+                    pool = [t for t in pool if t is not test]
+                    break
+            else:
+                break
+        return chosen
+
+    def _new_literal(self, test: _Test, site: Site, token_at: int, token: str, rng: random.Random) -> str | None:
+        """The site's literal with ``token`` drawn again, or None when the draw gives what an
+        exact comparison cannot tell from the old value or what the file already has."""
+        file = self.files[test.path]
+        site_key = draw.key_of(token)
+        new_token = file.vocabulary.draw(token, test.block, [*test.name_keys, site_key], site_key, rng,
+                                         draw.VALUE_WEIGHTS)
+        if new_token is None:
+            return None
+        new_text = site.text[:token_at] + draw.with_case(new_token, token) + site.text[token_at + len(token):]
+        if not _decides(site, new_text):
+            return None
+        row = file.lines[site.line - 1].encode("utf-8")
+        changed = (row[:site.col] + new_text.encode("utf-8") + row[site.end:]).decode("utf-8")
+        if (test.tier in ("added", "perturbed") and (file.known_lines[changed.strip()] or file.strings[
+                _string_value(Site(site.kind, new_text, site.line, site.col, site.end))])):
+            return None
+        return new_text
 
     def _try(self, pool: list[_Test], rng: random.Random, taken: dict[str, set[str]]
              ) -> tuple[_Test, str, Site, str, str] | None:
@@ -187,23 +256,14 @@ class Planter:
             token_at, token = rng.choice(_site_tokens(site))
             # the test's own tokens, without its name and the token being replaced: what the
             # original and the canary share
-            site_key = draw.key_of(token)
-            replaced = [*test.name_keys, site_key]
+            replaced = [*test.name_keys, draw.key_of(token)]
             new_word = file.vocabulary.draw(words[word_at], test.block, replaced, None, rng, draw.NAME_WEIGHTS)
-            new_token = file.vocabulary.draw(token, test.block, replaced, site_key, rng, draw.VALUE_WEIGHTS)
-            if new_word is None or new_token is None:
+            new_text = self._new_literal(test, site, token_at, token, rng)
+            if new_word is None or new_text is None:
                 continue
-            new_word, new_token = draw.with_case(new_word, words[word_at]), draw.with_case(new_token, token)
+            new_word = draw.with_case(new_word, words[word_at])
             name = "_".join([*words[:word_at], new_word, *words[word_at + 1:]])
             if new_word.lower() == words[word_at].lower() or name in taken[test.path]:
-                continue
-            new_text = site.text[:token_at] + new_token + site.text[token_at + len(token):]
-            if not _decides(site, new_text):
-                continue
-            row = file.lines[site.line - 1].encode("utf-8")
-            changed = (row[:site.col] + new_text.encode("utf-8") + row[site.end:]).decode("utf-8")
-            if test.tier == "added" and (file.known_lines[changed.strip()] or file.strings[_string_value(
-                    Site(site.kind, new_text, site.line, site.col, site.end))]):
                 continue
             taken[test.path].add(name)
             return test, name, site, new_text, placement

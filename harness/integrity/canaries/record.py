@@ -38,3 +38,5 @@ class CanaryPlan:
     source: str = "harness"
     control: Mapping[str, Mapping] = field(default_factory=dict)
     control_dir: str | None = None
+    #: change one FAIL_TO_PASS test in place too (the perturbed run: harness/integrity/perturbed.py)
+    perturbed: bool = False
