@@ -501,3 +501,13 @@ def test_the_perturbed_run_settles_a_full_result():
     empty = InstanceResult("x__y-1", "x/y", "m", InstanceStatus.FULL, resolved=True)
     apply_perturbed(empty, {"perturbations": []}, {}, False)
     assert empty.status is InstanceStatus.FULL and empty.integrity_flags == ["perturbation_unavailable"]
+
+
+def test_a_validation_keeps_its_canary_seed_across_a_resume(tmp_path):
+    """Every repeat of ``harness validate`` plants the same canaries (canary instability is
+    measured on them): the seed is recorded when the validation starts and read back when
+    it is resumed; one given on the command line wins."""
+    from harness.cli import _validation_seed
+    first = _validation_seed(tmp_path / "v", None)
+    assert _validation_seed(tmp_path / "v", None) == first
+    assert _validation_seed(tmp_path / "v", 42) == 42 and _validation_seed(tmp_path / "v", None) == 42
