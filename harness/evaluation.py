@@ -334,46 +334,12 @@ class Evaluator:
 
     # ----------------------------------------------------------------- steps
     def _plant_canaries(self, test_result: TestPatchResult, test_files: list[str]) -> dict[str, tuple[bytes, int]]:
-        staged = dict(test_result.files)
-        plan, details = self.canary_plan, self.result.integrity_details
-        details.update({"canary_seed": plan.seed, "canary_count": plan.count, "canary_count_source": plan.source})
-        if plan.count <= 0:
-            self.result.integrity_flags.append("canaries_off")
-            if not plan.perturbed:
-                return staged
-        previous = {p: (self.pristine(p) or (None,))[0] for p in test_files}
-        planter = canary_mod.Planter({p: d for p, (d, _) in staged.items()}, test_files, previous,
-                                     self.runner.spell_id, self.runner.canary_styles, self.runner.collects_class)
-        perturb = None
-        if plan.perturbed:
-            perturb = canary_mod.Perturb(self._fail_to_pass_ids(planter),
-                                         random.Random(canary_mod.instance_seed(plan.seed, "perturbed run")))
-        changed, planted = planter.draw(max(plan.count, 0), random.Random(plan.seed), perturb)
-        self.canaries = [c for c in planted if c.tier != "perturbed"]
-        self.perturbations = [c for c in planted if c.tier == "perturbed"]
-        for path, data in changed.items():
-            staged[path] = (data, staged[path][1])
-        if not self.canaries and plan.count > 0:
-            self.result.integrity_flags.append("canary_unavailable")
-        details["canaries"] = [c.to_dict() for c in self.canaries]
-        if plan.perturbed:
-            details["perturbations"] = [c.to_dict() for c in self.perturbations]
-        # what the control proved counts for the canaries it planted too (same seed, same files)
-        self.canary_proof = {c.test_id: plan.control[c.test_id]["standing"] for c in self.canaries
-                             if (plan.control.get(c.test_id) or {}).get("mutation") == c.mutation}
-        details["canary_proof"] = dict(self.canary_proof)
-        if plan.control_dir is not None:
-            details["canary_control"] = {"run_dir": plan.control_dir, "planted": len(self.canaries),
-                                         "matched": len(self.canary_proof)}
-        return staged
-
-    def _fail_to_pass_ids(self, planter: canary_mod.Planter) -> frozenset[str]:
-        """The native ids of the tests the planter could change in place that are graded
-        FAIL_TO_PASS (under the spec's id convention; a parametrised id by its function)."""
-        ids = get_convention(self.spec.id_convention)
-        wanted = {t.split("[", 1)[0] for t in self.instance.fail_to_pass}
-        natives = {self.runner.spell_id(t.path, t.cls, t.fn.name) for t in planter.perturbable}
-        return frozenset(n for n in natives if wanted & {d.split("[", 1)[0] for d in ids.to_dataset(n, None)})
+        planted = canary_mod.stage(self.canary_plan, dict(test_result.files), test_files, self.pristine,
+                                   self.runner, self.instance.fail_to_pass, get_convention(self.spec.id_convention))
+        self.canaries, self.perturbations, self.canary_proof = planted.canaries, planted.perturbations, planted.proof
+        self.result.integrity_details.update(planted.details)
+        self.result.integrity_flags += planted.flags
+        return planted.files
 
     def _tree_truth(self, res: ExecResult) -> TreeTruth:
         if res.truncated:

@@ -19,11 +19,10 @@ the summary are built from the run directory), so its memory does not grow with 
 
 from __future__ import annotations
 
-import secrets
 import socket
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
@@ -37,12 +36,12 @@ from harness.engine.sandbox import DockerBackend, Limits
 from harness.engine.client import engine_alive
 from harness.errors import (ContainerDied, EngineLost, ImageBuildError, InfrastructureError, InputError,
                             ServiceUnavailable)
-from harness.evaluation import EvalConfig, Evaluation, Evaluator, RunOutputs, exception_record, settle_origin
+from harness.evaluation import EvalConfig, Evaluation, Evaluator, RunOutputs, exception_record
 from harness.grading.status import ErrorReason, InstanceStatus
 from harness.hashing import content_hash
 from harness.instances import Instance
-from harness.integrity.canaries import CanaryPlan, instance_seed, proof_from
-from harness.integrity.perturbed import apply_perturbed
+from harness import proving
+from harness.integrity.canaries import CanaryPlan
 from harness.manifest import task_pins
 from harness.logs import get_logger
 from harness.predictions import Prediction
@@ -241,10 +240,10 @@ class TaskEvaluator:
         try:
             evaluator, evaluation = evaluate(prediction, canary_plan)
             if evaluation.result.error_reason is ErrorReason.CANARY_UNPROVEN and not evaluator.is_reference:
-                self._prove_canaries(evaluator, evaluate, instance, canary_plan, log)
+                proving.prove_canaries(evaluator, evaluate, instance, canary_plan, log)
             if self.config.eval.perturbed_run and evaluation.result.status is InstanceStatus.FULL:
-                self._perturbed_run(evaluator, evaluate, instance, prediction, canary_plan,
-                                    (facts or {}).get("canaries") or {}, log)
+                proving.perturbed_run(evaluator, evaluate, instance, prediction, canary_plan,
+                                      (facts or {}).get("canaries") or {}, log)
         except InfrastructureError as exc:
             attempts.append({"attempt": len(attempts) + 1, "error": type(exc).__name__, "message": str(exc)[:500],
                              "node": self.node})
@@ -293,78 +292,9 @@ class TaskEvaluator:
         except InfrastructureError:
             return 0
 
-    def _prove_canaries(self, evaluator: Evaluator, evaluate, instance: Instance, plan: CanaryPlan, log) -> None:
-        """A canary with no proof accused the run (harness/integrity/canaries/judge.py): run the
-        instance's reference patch once with the same canaries and judge the run again with
-        what that proved. A proof that cannot be had (the engine failed) leaves the run
-        INVALID ``canary_unproven``."""
-        started = time.monotonic()
-        reference = Prediction(instance.instance_id, "reference patch (canary proof)", instance.patch)
-        try:
-            _, proving = evaluate(reference, CanaryPlan(plan.seed, plan.count, plan.source))
-        except InfrastructureError as exc:
-            log.warning("instance.canary_proof_failed", error=str(exc)[:200])
-            return
-        proven = proof_from(proving.result.integrity_details.get("canaries") or [])
-        proof = {c.test_id: proven[c.test_id]["standing"] for c in evaluator.canaries
-                 if (proven.get(c.test_id) or {}).get("mutation") == c.mutation}
-        evaluator.reprove(proof, {"run_dir": None, "on_demand": True, "planted": len(evaluator.canaries),
-                                  "matched": len(proof), "reference_status": proving.result.status.value,
-                                  "reference_error_reason": proving.result.error_reason.value
-                                  if proving.result.error_reason else None})
-        evaluator.result.timings["canary_proof"] = round(time.monotonic() - started, 4)
-
-    def _perturbed_run(self, evaluator: Evaluator, evaluate, instance: Instance, prediction: Prediction,
-                       plan: CanaryPlan, control: dict, log) -> None:
-        """Run a FULL result again with one FAIL_TO_PASS test changed in place and settle it by
-        what that run shows (harness/integrity/perturbed.py). The change is proven by the
-        control's own perturbed run (the same seed changes the same test), else by a run of
-        the reference patch with the same change, on demand."""
-        started = time.monotonic()
-        again = replace(plan, perturbed=True)
-        try:
-            _, second = evaluate(prediction, again)
-        except InfrastructureError as exc:
-            log.warning("instance.perturbed_run_failed", error=str(exc)[:200])
-            evaluator.result.integrity_details["perturbed_run"] = {"error": str(exc)[:500]}
-            evaluator.result.integrity_flags.append("perturbed_run_failed")
-            return
-        details = second.result.integrity_details
-        record = {"perturbations": details.get("perturbations") or [], "status": second.result.status.value,
-                  "error_reason": second.result.error_reason.value if second.result.error_reason else None,
-                  # the runs must look alike but for the change: the same canaries in both
-                  "same_canaries": _planted(details) == _planted(evaluator.result.integrity_details)}
-        known = control.get("perturbations") or {}
-        proof = {e["test_id"]: known[e["test_id"]]["standing"] for e in record["perturbations"]
-                 if (known.get(e["test_id"]) or {}).get("mutation") == e.get("mutation")}
-        unproven = [e for e in record["perturbations"] if e.get("observed") != "ok" and e["test_id"] not in proof]
-        if unproven and not evaluator.is_reference:
-            reference = Prediction(instance.instance_id, "reference patch (perturbation proof)", instance.patch)
-            try:
-                _, proving = evaluate(reference, again)
-                proven = proof_from(proving.result.integrity_details.get("perturbations") or [])
-                proof.update({e["test_id"]: proven[e["test_id"]]["standing"] for e in unproven
-                              if (proven.get(e["test_id"]) or {}).get("mutation") == e.get("mutation")})
-                record["proof_run"] = {"on_demand": True, "reference_status": proving.result.status.value}
-            except InfrastructureError as exc:
-                log.warning("instance.perturbation_proof_failed", error=str(exc)[:200])
-        apply_perturbed(evaluator.result, record, proof, evaluator.is_reference)
-        settle_origin(evaluator.result, evaluator.is_reference)
-        evaluator.result.timings["perturbed_run"] = round(time.monotonic() - started, 4)
-
     def _canary_plan(self, instance: Instance, spec: EnvSpec, facts: dict | None) -> CanaryPlan:
-        """The task's canaries: as many as the run says, or fewer when the spec says so; the
-        seed of the reference control when it ran this instance, else one derived from the
-        run's seed, else a fresh one (fixed for every retry of the task)."""
-        count, source = self.config.eval.canaries, "harness"
-        if spec.canaries is not None and spec.canaries < count:
-            count, source = spec.canaries, "spec"
-        control = (facts or {}).get("canaries")
-        if control:
-            return CanaryPlan(control["seed"], count, source, control["proof"], str(self.config.control_dir))
-        if self.config.canary_seed is not None:
-            return CanaryPlan(instance_seed(self.config.canary_seed, instance.instance_id), count, source)
-        return CanaryPlan(secrets.randbits(63), count, source)
+        return proving.canary_plan(self.config.eval.canaries, self.config.canary_seed, self.config.control_dir,
+                                   instance, spec, facts)
 
     def _eval_config(self, spec: EnvSpec) -> EvalConfig:
         """The run's grading configuration, as the spec adjusts it (a test runner's own
@@ -428,10 +358,6 @@ def failure_result(task: Task, reason: ErrorReason, exc: BaseException, grading_
         checksums={"instance": instance.checksum(), "patch": prediction.checksum(), "grading": grading_key},
         exception=exception_record(exc), node=node,
     )
-
-
-def _planted(details: dict) -> list[tuple]:
-    return [(c.get("test_id"), c.get("mutation")) for c in details.get("canaries") or [] if isinstance(c, dict)]
 
 
 def compare_with_control(result: InstanceResult, instance: Instance, control_dir: Path) -> None:

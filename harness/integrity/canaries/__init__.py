@@ -43,18 +43,18 @@ canaries byte for byte.
 
 from __future__ import annotations
 
-import hashlib
 import random
 from typing import Callable, Mapping
 
 from harness.integrity.canaries.judge import (DISPROVED, PROVEN, CanaryVerdict, judge_canaries, judge_perturbations,
                                              proof_from)
 from harness.integrity.canaries.planting import Perturb, Planter, SpellId, pytest_id
-from harness.integrity.canaries.record import Canary, CanaryPlan
+from harness.integrity.canaries.record import Canary, CanaryPlan, instance_seed
+from harness.integrity.canaries.staging import Staged, stage
 from harness.integrity.canaries.sites import Source, default_collects_class
 
 __all__ = ["Canary", "CanaryPlan", "CanaryVerdict", "DISPROVED", "PROVEN", "Planter", "Source", "SpellId", "instance_seed",
-           "judge_canaries", "judge_perturbations", "Perturb", "plant", "proof_from", "pytest_id"]
+           "judge_canaries", "judge_perturbations", "Perturb", "plant", "proof_from", "pytest_id", "Staged", "stage"]
 
 
 def plant(files: Mapping[str, bytes], test_files: list[str], previous: Mapping[str, bytes | None],
@@ -71,9 +71,3 @@ def plant(files: Mapping[str, bytes], test_files: list[str], previous: Mapping[s
     no test has a site)."""
     planter = Planter(files, test_files, previous, spell, styles, collects_class)
     return planter.draw(count, rng or random.SystemRandom())
-
-
-def instance_seed(run_seed: int, instance_id: str) -> int:
-    """The canary seed of one instance in a run seeded with ``run_seed`` (63 bits)."""
-    digest = hashlib.sha256(f"{run_seed}:{instance_id}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") >> 1

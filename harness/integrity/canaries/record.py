@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import asdict, dataclass, field
 from typing import Mapping
 
@@ -40,3 +41,9 @@ class CanaryPlan:
     control_dir: str | None = None
     #: change one FAIL_TO_PASS test in place too (the perturbed run: harness/integrity/perturbed.py)
     perturbed: bool = False
+
+
+def instance_seed(run_seed: int, instance_id: str) -> int:
+    """The canary seed of one instance in a run seeded with ``run_seed`` (63 bits)."""
+    digest = hashlib.sha256(f"{run_seed}:{instance_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
