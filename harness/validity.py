@@ -14,6 +14,7 @@ For each instance:
   ``canaries_disproved`` those that did not fail in any repeat they were judged in,
   ``canaries_unstable`` those that failed in some repeats only (each is dropped for the
   repeats it did not fail in, and for runs graded against such a repeat: never charged);
+  a perturbed run's changed tests (``--perturbed-run``) count among them;
 * ``reasons`` — one sentence per finding.
 
 Later scoring uses it to state denominators honestly: ``compare --validity``.
@@ -40,9 +41,13 @@ def canary_stability(gold: Sequence[Mapping[str, Any]]) -> tuple[list[int], list
     some repeats only) from the reference repeats' reports."""
     planted, judged, failed, mutation = [], {}, {}, {}
     for report in gold:
-        entries = [e for e in ((report.get("integrity") or {}).get("canaries") or [])
-                   if isinstance(e, dict) and isinstance(e.get("test_id"), str)]
+        integrity = report.get("integrity") or {}
+        entries = [e for e in (integrity.get("canaries") or []) if isinstance(e, dict) and isinstance(e.get("test_id"), str)]
         planted.append(len(entries))
+        perturbed = integrity.get("perturbed_run")
+        # the perturbed run's changes (--perturbed-run) are canaries in place: judged alike
+        entries += [e for e in ((perturbed or {}).get("perturbations") or [] if isinstance(perturbed, dict) else [])
+                    if isinstance(e, dict) and isinstance(e.get("test_id"), str)]
         for entry in entries:
             seen = entry.get("observed", entry.get("verdict"))
             if seen is None:

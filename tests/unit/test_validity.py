@@ -74,11 +74,13 @@ def test_canary_instability_is_reported_beside_flakiness():
                                                      ("t::c_c", "passed_with_original"))}
         gold.append(report)
     gold[2]["integrity"]["canaries"].append({"test_id": "t::d_c", "mutation": "x"})  # planted, never judged
+    for report, seen in zip(gold, ("ok", "ok", "passed")):   # --perturbed-run: a change in place, judged alike
+        report["integrity"]["perturbed_run"] = {"perturbations": _canaries(("t::a", seen))}
     row = instance_validity("x", F2P, P2P, gold, _report("NO", (), F2P, P2P))
     assert row["canaries"] == [3, 3, 4]
-    assert row["canaries_disproved"] == ["t::c_c"] and row["canaries_unstable"] == ["t::b_c"]
+    assert row["canaries_disproved"] == ["t::c_c"] and row["canaries_unstable"] == ["t::a", "t::b_c"]
     assert row["valid"] and row["flaky_tests"] == []
     assert any("t::b_c failed in some reference repeats only" in r for r in row["reasons"])
     from harness.validity import render_markdown
     table = render_markdown(validity_report([row], 3))
-    assert "| canaries | canaries disproved | canaries unstable |" in table and "| 0 | 4 | 1 | 1 |" in table
+    assert "| canaries | canaries disproved | canaries unstable |" in table and "| 0 | 4 | 1 | 2 |" in table

@@ -19,6 +19,11 @@ repeats the old token, gives a taken name, a line the file or the base commit al
 has, or a decimal within 2% of the old one, is thrown away whole. The clone (the test's
 source with its leading comments) goes immediately before or after its original, by a
 coin flip, separated as the scope's tests are.
+
+With a :class:`Perturb` (the perturbed run: harness/integrity/perturbed.py) the same draw
+also changes one of its target tests in place, from the perturbation's own generator and
+after the canaries, so that the canaries are those of the run without it: one literal
+token on a line as new as an added test's, drawn as a canary's is, the name kept.
 """
 
 from __future__ import annotations
