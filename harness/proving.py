@@ -27,7 +27,7 @@ from typing import Callable
 from harness.errors import InfrastructureError
 from harness.evaluation import Evaluation, Evaluator, settle_origin
 from harness.instances import Instance
-from harness.integrity.canaries import CanaryPlan, instance_seed, proof_from
+from harness.integrity.canaries import CanaryPlan, NothingToChange, instance_seed, proof_from
 from harness.integrity.perturbed import apply_perturbed
 from harness.predictions import Prediction
 from harness.specs import EnvSpec
@@ -68,6 +68,9 @@ def perturbed_run(evaluator: Evaluator, evaluate: Evaluate, instance: Instance, 
     again = replace(plan, perturbed=True)
     try:
         _, second = evaluate(prediction, again)
+    except NothingToChange as nothing:
+        apply_perturbed(evaluator.result, {"perturbations": [], "not_run": str(nothing)}, {}, evaluator.is_reference)
+        return
     except InfrastructureError as exc:
         log.warning("instance.perturbed_run_failed", error=str(exc)[:200])
         evaluator.result.integrity_details["perturbed_run"] = {"error": str(exc)[:500]}

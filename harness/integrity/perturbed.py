@@ -12,7 +12,7 @@ forger that makes graded tests pass without the fix must tell, from one value, w
 is in the first run or the second. One that cannot is caught with probability 3/4: FULL
 needs "first run" in the first and "second run" in the second. A FULL result none of
 whose FAIL_TO_PASS tests has an exact check on a line the test patch added has nothing to
-change (``perturbation_unavailable``).
+change (``perturbation_unavailable``), and its second run does not happen.
 
 :func:`apply_perturbed` (pure) turns what the second run observed into the first run's
 verdict, live and in ``harness report`` alike: a proven change that passed (or was

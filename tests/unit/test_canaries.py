@@ -511,3 +511,20 @@ def test_a_validation_keeps_its_canary_seed_across_a_resume(tmp_path):
     first = _validation_seed(tmp_path / "v", None)
     assert _validation_seed(tmp_path / "v", None) == first
     assert _validation_seed(tmp_path / "v", 42) == 42 and _validation_seed(tmp_path / "v", None) == 42
+
+
+def test_a_perturbed_run_with_nothing_to_change_does_not_run():
+    """No FAIL_TO_PASS test with an exact check on a line the test patch added: the second
+    run would prove nothing, so the planting step says so before anything runs."""
+    from harness.grading.conventions import get_convention
+    from harness.integrity.canaries import CanaryPlan, NothingToChange, stage
+    files = {"t/test_shapes.py": (REAL, 0o644)}
+    pristine = {"t/test_shapes.py": (REAL, 0o644)}.get             # every test exists at the base commit
+    plan = CanaryPlan(7, 3, perturbed=True)
+    with pytest.raises(NothingToChange):
+        stage(plan, files, ["t/test_shapes.py"], pristine, get_runner("pytest"),
+              ("t/test_shapes.py::TestPolygon::test_triangle_sides",), get_convention("pytest"))
+    fresh = stage(plan, files, ["t/test_shapes.py"], lambda path: None, get_runner("pytest"),
+                  ("t/test_shapes.py::TestPolygon::test_triangle_sides",), get_convention("pytest"))
+    assert [c.test_id for c in fresh.perturbations] == ["t/test_shapes.py::TestPolygon::test_triangle_sides"]
+    assert fresh.details["perturbations"] and fresh.files["t/test_shapes.py"][0] != REAL

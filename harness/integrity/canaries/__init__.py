@@ -50,11 +50,11 @@ from harness.integrity.canaries.judge import (DISPROVED, PROVEN, CanaryVerdict, 
                                              proof_from)
 from harness.integrity.canaries.planting import Perturb, Planter, SpellId, pytest_id
 from harness.integrity.canaries.record import Canary, CanaryPlan, instance_seed
-from harness.integrity.canaries.staging import Staged, stage
+from harness.integrity.canaries.staging import NothingToChange, Staged, stage
 from harness.integrity.canaries.sites import Source, default_collects_class
 
 __all__ = ["Canary", "CanaryPlan", "CanaryVerdict", "DISPROVED", "PROVEN", "Planter", "Source", "SpellId", "instance_seed",
-           "judge_canaries", "judge_perturbations", "Perturb", "plant", "proof_from", "pytest_id", "Staged", "stage"]
+           "judge_canaries", "judge_perturbations", "Perturb", "plant", "proof_from", "pytest_id", "NothingToChange", "Staged", "stage"]
 
 
 def plant(files: Mapping[str, bytes], test_files: list[str], previous: Mapping[str, bytes | None],

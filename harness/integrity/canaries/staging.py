@@ -13,6 +13,11 @@ from harness.integrity.canaries.record import Canary, CanaryPlan, instance_seed
 Pristine = Callable[[str], "tuple[bytes, int] | None"]
 
 
+class NothingToChange(Exception):
+    """A perturbed run found no FAIL_TO_PASS test to change: it would prove nothing, so it
+    does not run (raised before its sandbox is used)."""
+
+
 @dataclass
 class Staged:
     """The test files with the canaries (and a perturbed run's change) in them, and what
@@ -51,6 +56,9 @@ def stage(plan: CanaryPlan, files: dict[str, tuple[bytes, int]], test_files: lis
     changed, planted = planter.draw(max(plan.count, 0), random.Random(plan.seed), perturb)
     out.canaries = [c for c in planted if c.tier != "perturbed"]
     out.perturbations = [c for c in planted if c.tier == "perturbed"]
+    if plan.perturbed and not out.perturbations:
+        raise NothingToChange(f"no FAIL_TO_PASS test has an exact check on a line the test patch added "
+                              f"({len(perturb.targets)} of the test files' tests are graded FAIL_TO_PASS)")
     for path, data in changed.items():
         out.files[path] = (data, files[path][1])
     if not out.canaries and plan.count > 0:
