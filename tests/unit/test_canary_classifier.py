@@ -59,6 +59,8 @@ SHARED = Path(os.environ.get("HARNESS_SWEBENCH_DATA", Path(__file__).resolve().p
 REPOSITORIES = ("sympy/sympy", "sphinx-doc/sphinx", "pytest-dev/pytest", "pydata/xarray", "astropy/astropy",
                 "pylint-dev/pylint", "psf/requests", "mwaskom/seaborn", "pallets/flask")
 MIN_PAIRS = 600
+#: the real files parse with the warnings of their own time (invalid escapes in old sympy)
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::SyntaxWarning")
 FAMILY_ALPHA = 0.01
 POWER = 0.9
 
