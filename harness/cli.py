@@ -52,6 +52,12 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--specs", action="append", type=Path, default=[], metavar="DIR",
                         help="extra environment spec directory (repeatable; overrides images/specs)")
     common.add_argument("--timeout", type=int, help="test-run timeout in seconds (default: the spec's)")
+    common.add_argument("--perturbed-run", action="store_true",
+                        help="run each FULL result again with one FAIL_TO_PASS test's expected value changed in "
+                             "place (no original beside it); it must fail (docs/SECURITY.md)")
+    common.add_argument("--canary-seed", type=int, metavar="N",
+                        help="plant the same canaries again: each instance's seed is derived from N (default: a "
+                             "fresh seed per task, or the --control run's; recorded as integrity.canary_seed)")
     common.add_argument("--output-dir", type=Path, default=Path(DEFAULT_OUTPUT_DIR))
     common.add_argument("--cache-dir", type=Path,
                         help="cache directory (default: $HARNESS_CACHE_DIR or ~/.cache/harness)")
@@ -85,7 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--run-id", help="name of the run directory (default: derived from the model and time)")
     run.add_argument("--manifest", type=Path, help="re-run under a pinned manifest.json; refuse if inputs differ")
     run.add_argument("--control", type=Path, metavar="RUN_DIR",
-                     help="a reference-patch run of the same instances: flag runs that collect fewer graded tests")
+                     help="a reference-patch run of the same instances: plant its canaries and drop those it "
+                          "disproved; flag runs that collect fewer graded tests or fail as it failed")
     add_dataset_options(run)
     add_swebench_output_options(run)
     run.set_defaults(func=cmd_run)
@@ -194,11 +201,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
     instances_path, dataset = resolve_instance_source(args)
     named = Path(dataset["source"]).name if dataset else instances_path.stem
     root = args.output_dir.expanduser().resolve() / safe_run_id(args.run_id or f"validate-{_slug(named)}")
+    # every repeat and the empty run plant the same canaries, so that a canary that does not
+    # always fail with the reference patch shows (canary instability); the seed survives a resume
+    args.canary_seed = _validation_seed(root, args.canary_seed)
     gold_runs = []
     for n in range(1, args.repeat + 1):
         _, results, _ = execute_run(args, instances_path, "gold", f"gold-{n}", root, show=False,
                                     label=f"{root.name}-gold-{n}", dataset=dataset)
         gold_runs.append({r.instance_id: r.to_report() for r in results})
+    args.control = root / "gold-1"  # the empty run drops what the reference disproved
     _, empty_results, _ = execute_run(args, instances_path, "empty", "empty", root, show=False,
                                       label=f"{root.name}-empty", dataset=dataset)
     empty = {r.instance_id: r.to_report() for r in empty_results}
@@ -208,11 +219,30 @@ def cmd_validate(args: argparse.Namespace) -> int:
         rows.append(instance_validity(inst.instance_id, inst.fail_to_pass, inst.pass_to_pass, gold,
                                       empty.get(inst.instance_id)))
     report = validity_report(rows, args.repeat)
+    report["canary_seed"] = args.canary_seed
     write_json_atomic(root / "validity.json", report)
     write_text_atomic(root / "validity.md", render_markdown(report))
     print(render_markdown(report))
     print(f"validity report: {root / 'validity.json'}")
     return 0
+
+
+def _validation_seed(root: Path, given: int | None) -> int:
+    """The canary seed of a validation directory: the one given, else the one it recorded
+    when it started, else a fresh one (recorded)."""
+    import json
+    import secrets
+    from harness.report import write_json_atomic
+    path = root / "canary-seed.json"
+    try:
+        recorded = json.loads(path.read_text()).get("canary_seed")
+    except (OSError, ValueError, AttributeError):
+        recorded = None
+    seed = given if given is not None else recorded if isinstance(recorded, int) else secrets.randbits(63)
+    if seed != recorded:
+        root.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(path, {"canary_seed": seed})
+    return seed
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
@@ -252,6 +282,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
     args.instance_ids = [i.instance_id for i in chosen]
     if args.timeout is None:
         args.timeout = 60
+    # the reference patch first: the attacks plant its canaries, and a canary it disproved
+    # accuses no attack (beside the audit's run directory, never inside it)
+    execute_run(args, instances_path, "gold", f"{run_id}.control", output_dir, show=False)
+    args.control = output_dir / f"{run_id}.control"
     _, _, paths = execute_run(args, instances_path, str(root / "audit-predictions.jsonl"), run_id, output_dir,
                               show=False)
     summary = audit.summarise(paths.root, index)
@@ -326,9 +360,11 @@ def _execute_locked(args, loaded, predictions, instances_path, predictions_arg, 
     without = [i.instance_id for i in loaded.instances if i.instance_id not in with_prediction]
 
     config = RunConfig(run_id=run_id, output_dir=paths.root.parent, cache_dir=cache_dir,
-                       eval=EvalConfig(timeout=args.timeout), max_workers=args.max_workers, force=args.force,
+                       eval=EvalConfig(timeout=args.timeout, perturbed_run=getattr(args, "perturbed_run", False)),
+                       max_workers=args.max_workers, force=args.force,
                        control_dir=getattr(args, "control", None), task_timeout=args.task_timeout,
-                       registry=args.registry, label=label, prebuilt=prebuilt_source(args))
+                       registry=args.registry, label=label, prebuilt=prebuilt_source(args),
+                       canary_seed=getattr(args, "canary_seed", None))
     executor = make_executor(args.executor, args.max_workers, address=args.ray_address)
     # The driver's own engine: required to run locally; with a cluster the nodes have theirs.
     client = connect() if args.executor == "local" or args.cache_level != "instance" else _maybe_connect()

@@ -11,7 +11,11 @@ turns those facts into flags and an origin, for the live run and the re-grade al
 * a run that collected fewer graded tests than the control did is flagged
   (``collected_fewer_than_control``);
 * the graded tests the control skipped (``skipped``) are what grading may keep as
-  SKIPPED even when the code under test raised the skip (harness/grading/grade.py).
+  SKIPPED even when the code under test raised the skip (harness/grading/grade.py);
+* the control's canary seed and what it proved of each canary (``canaries``): the run
+  plants the same canaries and drops those the control disproved
+  (harness/integrity/canaries/judge.py). Only a run of the instance's own reference patch
+  proves anything: a control whose patch is another is ignored for canaries.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.grading.origins import same_failure_as_control
+from harness.integrity.canaries import proof_from
 from harness.grading.status import ErrorReason, InstanceStatus
 from harness.instances import Instance
 from harness.report import InstanceResult, load_report
@@ -31,7 +36,8 @@ CONTROL_DETAILS = ("control_error_reason", "control_collected", "not_collected_b
 def control_facts(instance: Instance, control_dir: Path) -> dict | None:
     """The facts of the control's report of ``instance`` that grading uses, or None when
     the control has no (readable) report for it. Bounded by the instance's test lists."""
-    control = load_report(Path(control_dir) / instance.instance_id / "report.json")
+    directory = Path(control_dir) / instance.instance_id
+    control = load_report(directory / "report.json")
     if control is None:
         return None
     graded = {*instance.fail_to_pass, *instance.pass_to_pass}
@@ -40,7 +46,23 @@ def control_facts(instance: Instance, control_dir: Path) -> dict | None:
     return {"run_dir": str(control_dir), "error_reason": control.error_reason.value if control.error_reason else None,
             "collection_errors": list(control.integrity_details.get("collection_errors") or [])[:50],
             "skipped": skipped, "collected_any": bool(control.collected),
-            "collected": sorted(graded & set(control.collected))}
+            "collected": sorted(graded & set(control.collected)), "canaries": _canary_facts(control, directory, instance)}
+
+
+def _canary_facts(control: InstanceResult, directory: Path, instance: Instance) -> dict | None:
+    """The control's canary seed and proofs, when the control ran the reference patch."""
+    seed = control.integrity_details.get("canary_seed")
+    patch = directory / "patch.diff"
+    try:
+        reference = patch.read_text(encoding="utf-8", errors="surrogateescape") == instance.patch
+    except OSError:
+        reference = False
+    if not reference or not isinstance(seed, int) or isinstance(seed, bool):
+        return None
+    perturbed = control.integrity_details.get("perturbed_run")
+    return {"seed": seed, "proof": proof_from(control.integrity_details.get("canaries") or []),
+            "perturbations": proof_from((perturbed or {}).get("perturbations") or [])
+            if isinstance(perturbed, dict) else {}}
 
 
 def recorded_facts(result: InstanceResult) -> dict | None:

@@ -28,6 +28,7 @@ The defences themselves live in :mod:`harness.integrity`.
 
 from __future__ import annotations
 
+import secrets
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from harness.engine.images import VENV
 from harness.engine.sandbox import ROOT, ExecResult, Sandbox
 from harness.errors import (ContainerDied, GradingOutcome, InfrastructureError, PatchApplyFailed, PatchRejected,
                             ServiceUnavailable)
+from harness.grading.conventions import get_convention
 from harness.grading.grade import grade
 from harness.grading.origins import evidence_origin
 from harness.grading.parsers import get_parser
@@ -88,6 +90,7 @@ class EvalConfig:
     junit_limit: int = 64 * 1024 * 1024
     restore_test_infra: bool = True
     canaries: int = 3                   # canaries planted per run (0: none)
+    perturbed_run: bool = False         # a FULL result runs again with one F2P test changed in place
     forbid_runner_internals: bool = True
     monitor: bool = True                # the runtime tamper monitor (audit hook)
     tree_report_limit: int = 48 * 1024 * 1024
@@ -97,6 +100,7 @@ class EvalConfig:
         return {"timeout": self.timeout, "setup_timeout": self.setup_timeout,
                 "test_output_limit": self.test_output_limit, "junit_limit": self.junit_limit,
                 "restore_test_infra": self.restore_test_infra, "canaries": self.canaries,
+                **({"perturbed_run": True} if self.perturbed_run else {}),
                 "forbid_runner_internals": self.forbid_runner_internals, "monitor": self.monitor,
                 "tree_report_limit": self.tree_report_limit, "max_tree_changes": self.max_tree_changes}
 
@@ -169,7 +173,8 @@ class Evaluator:
                  pristine: PristineSource, config: EvalConfig,
                  protected_modules: frozenset[str] = frozenset(),
                  pristine_paths: Callable[[], frozenset[str]] = frozenset,
-                 control_skipped: frozenset[str] = frozenset()) -> None:
+                 control_skipped: frozenset[str] = frozenset(),
+                 canary_plan: canary_mod.CanaryPlan | None = None) -> None:
         self.protected_modules = protected_modules
         self.pristine_paths = pristine_paths
         self.control_skipped = control_skipped
@@ -191,6 +196,12 @@ class Evaluator:
         )
         self.outputs = RunOutputs(patch=prediction.model_patch or "")
         self.canaries: list[canary_mod.Canary] = []
+        self.perturbations: list[canary_mod.Canary] = []
+        self.canary_plan = canary_plan or canary_mod.CanaryPlan(secrets.randbits(63), config.canaries)
+        #: canary test id -> PROVEN/DISPROVED by the reference control
+        self.canary_proof: dict[str, str] = {}
+        #: what judging read (evidence, test files, plan, the flags set before), to judge again
+        self._judged_with: tuple | None = None
         #: the test command as the runner would run it without the harness around it (no
         #: bootstrap, no plugin): what benchmarks/overhead.py times as "bare"
         self.bare_call: dict | None = None
@@ -326,20 +337,12 @@ class Evaluator:
 
     # ----------------------------------------------------------------- steps
     def _plant_canaries(self, test_result: TestPatchResult, test_files: list[str]) -> dict[str, tuple[bytes, int]]:
-        staged = dict(test_result.files)
-        if self.config.canaries <= 0:
-            return staged
-        previous = {p: (self.pristine(p) or (None,))[0] for p in test_files}
-        changed, self.canaries = canary_mod.plant({p: d for p, (d, _) in staged.items()}, test_files, previous,
-                                                  count=self.config.canaries, spell=self.runner.spell_id,
-                                                  styles=self.runner.canary_styles,
-                                                  collects_class=self.runner.collects_class)
-        for path, data in changed.items():
-            staged[path] = (data, staged[path][1])
-        if not self.canaries:
-            self.result.integrity_flags.append("canary_unavailable")
-        self.result.integrity_details["canaries"] = [c.to_dict() for c in self.canaries]
-        return staged
+        planted = canary_mod.stage(self.canary_plan, dict(test_result.files), test_files, self.pristine,
+                                   self.runner, self.instance.fail_to_pass, get_convention(self.spec.id_convention))
+        self.canaries, self.perturbations, self.canary_proof = planted.canaries, planted.perturbations, planted.proof
+        self.result.integrity_details.update(planted.details)
+        self.result.integrity_flags += planted.flags
+        return planted.files
 
     def _tree_truth(self, res: ExecResult) -> TreeTruth:
         if res.truncated:
@@ -500,9 +503,12 @@ class Evaluator:
             raise InfrastructureError(f"test files did not land as written: {launcher['expected_mismatch'][:5]}")
 
     def _grade(self, evidence, test_files: list[str], plan: Plan) -> None:
+        if self._judged_with is None:
+            self._judged_with = (evidence, test_files, plan, list(self.result.integrity_flags))
         expected = self.config.monitor and emits_evidence(self.spec)
         self.result.integrity_details["evidence_expected"] = expected  # so that a re-grade judges alike
-        ctx = RunContext(test_files=tuple(test_files), canaries=tuple(self.canaries),
+        ctx = RunContext(test_files=tuple(test_files), canaries=tuple(self.canaries), canary_proof=self.canary_proof,
+                         reference=self.is_reference, perturbations=tuple(self.perturbations),
                          model_files=frozenset(plan.model_files), runner_project=self.spec.runner_internals_allowed,
                          plugin_expected=expected, control_skipped=self.control_skipped, evidence=evidence)
         judged = judge_run(self.instance, self.spec.parser, self.outputs.test_output, self.outputs.junit_xml,
@@ -515,6 +521,19 @@ class Evaluator:
             hits = self.result.integrity_details.get("patch_references_test_runner", [])
             self._finish_invalid(ErrorReason.TAMPERED,
                                  f"the patch reaches into the test runner: {', '.join(hits[:5])}")
+
+    def reprove(self, proof: dict[str, str], source: dict) -> None:
+        """Judge the finished run again, its canaries proven by a run of the reference patch
+        that planted the same ones (``source`` says which, recorded as ``canary_control``)."""
+        if self._judged_with is None:
+            return
+        evidence, test_files, plan, before = self._judged_with
+        self.canary_proof = dict(proof)
+        self.result.integrity_details["canary_proof"] = dict(proof)
+        self.result.integrity_details["canary_control"] = source
+        self.result.integrity_flags = list(before)
+        self._grade(evidence, test_files, plan)
+        settle_origin(self.result, self.is_reference)
 
     def _invalid(self, reason: ErrorReason, detail: str) -> Evaluation:
         self._finish_invalid(reason, detail)

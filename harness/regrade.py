@@ -2,7 +2,8 @@
 
 For every instance directory that reached the test run, the saved ``test_output.txt``,
 ``results.xml``, ``evidence.json``, ``events.jsonl``, ``instance.json`` and the report's
-recorded parser, exit code, canaries, the model's files (tree truth) and what the
+recorded parser, exit code, canaries (with what the control proved of them, and whether
+the run was of the reference patch), the model's files (tree truth) and what the
 reference-patch control said (``integrity.control``, harness/control.py) are graded again
 with the current rules; instances that never reached the tests (patch
 did not apply, timeout, build failure) keep their verdict. ``report.json`` files and
@@ -22,6 +23,7 @@ from harness.instances import parse_instance
 from harness.integrity.canaries import Canary
 from harness.integrity.evidence import parse_evidence
 from harness.integrity.judge import RunContext, apply_judgement, judge_run
+from harness.integrity.perturbed import apply_perturbed
 from harness.patches import patch_files
 from harness.report import InstanceResult, summarise, write_json_atomic
 from harness.runners import get_runner
@@ -66,7 +68,12 @@ def regrade_run(run_dir: Path) -> dict:
             expected = result.integrity_details.get("evidence_expected")
             if not isinstance(expected, bool):
                 expected = runner == "pytest" and parser.startswith("pytest") or get_runner(runner).reporter
-            ctx = RunContext(test_files=tuple(test_files), canaries=canaries,
+            proof = result.integrity_details.get("canary_proof")
+            patch = directory / "patch.diff"
+            reference = patch.exists() and patch.read_text(encoding="utf-8", errors="surrogateescape") == instance.patch
+            ctx = RunContext(test_files=tuple(test_files), canaries=canaries, reference=reference,
+                             canary_proof={k: v for k, v in proof.items() if isinstance(v, str)}
+                             if isinstance(proof, dict) else {},
                              model_files=frozenset(result.integrity_details.get("model_files") or ()),
                              runner_project=not forbid, plugin_expected=expected and evidence is not None,
                              control_skipped=frozenset((control or {}).get("skipped") or ()),
@@ -79,9 +86,11 @@ def regrade_run(run_dir: Path) -> dict:
                 result.error_reason = ErrorReason.TAMPERED
                 result.error_detail = "the patch reaches into the test runner: " + ", ".join(
                     result.integrity_details.get("patch_references_test_runner", [])[:5])
-            patch = directory / "patch.diff"
-            settle_origin(result, patch.exists()
-                          and patch.read_text(encoding="utf-8", errors="surrogateescape") == instance.patch)
+            perturbed = result.integrity_details.get("perturbed_run")
+            if isinstance(perturbed, dict) and "perturbations" in perturbed and result.status is InstanceStatus.FULL:
+                apply_perturbed(result, perturbed, {k: v for k, v in (perturbed.get("proof") or {}).items()
+                                                    if isinstance(v, str)}, reference)
+            settle_origin(result, reference)
             if control is not None:  # as the run did after settling the origin (harness/batch.py)
                 apply_control(result, instance, control)
             write_json_atomic(report_path, result.to_report())
@@ -103,7 +112,8 @@ def regrade_run(run_dir: Path) -> dict:
 
 
 #: flags decided before the tests ran (kept as they are when re-grading)
-_SET_UP_FLAGS = frozenset({"history_not_stripped", "canary_unavailable", "scan_incomplete", "scan_tokenized"})
+_SET_UP_FLAGS = frozenset({"history_not_stripped", "canary_unavailable", "canaries_off", "scan_incomplete",
+                           "scan_tokenized", "perturbed_run_failed"})
 
 
 def _reached_tests(result: InstanceResult) -> bool:

@@ -40,6 +40,8 @@ from harness.evaluation import EvalConfig, Evaluation, Evaluator, RunOutputs, ex
 from harness.grading.status import ErrorReason, InstanceStatus
 from harness.hashing import content_hash
 from harness.instances import Instance
+from harness import proving
+from harness.integrity.canaries import CanaryPlan
 from harness.manifest import task_pins
 from harness.logs import get_logger
 from harness.predictions import Prediction
@@ -67,6 +69,9 @@ class RunConfig:
     task_timeout: float = 7200.0
     #: HOST:PORT of a registry: images are pulled from it instead of built, and pushed after a build
     registry: str | None = None
+    #: the run's canary seed: each instance's is derived from it (None: a fresh random seed
+    #: per task); a control's seed takes precedence for the instances it ran
+    canary_seed: int | None = None
     #: how often one task is re-queued after the node running it was lost
     requeue_budget: int = 3
     #: a harness.engine.prebuilt.PrebuiltSource: environments pulled from SWE-bench's prebuilt
@@ -218,20 +223,30 @@ class TaskEvaluator:
 
         pristine_repo = _PristineReader(prepared.export_path or prepared.repo_path,
                                         "HEAD" if prepared.export_path else instance.base_commit)
-        control_skipped = control_skips(instance, self.config.control_dir)
-        try:
-            evaluation: Evaluation | None = None
+        facts = control_facts(instance, self.config.control_dir) if self.config.control_dir is not None else None
+        control_skipped = frozenset(facts["skipped"]) if facts else frozenset()
+        canary_plan = self._canary_plan(instance, prepared.spec, facts)
+        def evaluate(candidate: Prediction, plan: CanaryPlan) -> tuple[Evaluator, Evaluation]:
             for attempt in Retrying(stop=stop_after_attempt(self.config.retries),
                                     wait=wait_exponential(multiplier=0.5, max=8),
                                     retry=retry_if_exception_type(InfrastructureError),
                                     before_sleep=record, reraise=True):
                 with attempt:
-                    evaluator = Evaluator(instance, prediction, prepared.spec, pristine_repo.read,
+                    evaluator = Evaluator(instance, candidate, prepared.spec, pristine_repo.read,
                                           self._eval_config(prepared.spec), prepared.protected_modules,
-                                          pristine_repo.paths, control_skipped)
+                                          pristine_repo.paths, control_skipped, plan)
                     evaluation = evaluator.run(lambda: self.backend.start(
                         prepared.image.tag, instance.instance_id, hosts=prepared.spec.service_hosts,
                         net_admin=prepared.spec.needs_net_admin, task=request.token))
+            return evaluator, evaluation
+
+        try:
+            evaluator, evaluation = evaluate(prediction, canary_plan)
+            if evaluation.result.error_reason is ErrorReason.CANARY_UNPROVEN and not evaluator.is_reference:
+                proving.prove_canaries(evaluator, evaluate, instance, canary_plan, log)
+            if self.config.eval.perturbed_run and evaluation.result.status is InstanceStatus.FULL:
+                proving.perturbed_run(evaluator, evaluate, instance, prediction, canary_plan,
+                                      (facts or {}).get("canaries") or {}, log)
         except InfrastructureError as exc:
             attempts.append({"attempt": len(attempts) + 1, "error": type(exc).__name__, "message": str(exc)[:500],
                              "node": self.node})
@@ -280,6 +295,10 @@ class TaskEvaluator:
             return self.backend.kill_task(token)
         except InfrastructureError:
             return 0
+
+    def _canary_plan(self, instance: Instance, spec: EnvSpec, facts: dict | None) -> CanaryPlan:
+        return proving.canary_plan(self.config.eval.canaries, self.config.canary_seed, self.config.control_dir,
+                                   instance, spec, facts)
 
     def _eval_config(self, spec: EnvSpec) -> EvalConfig:
         """The run's grading configuration, as the spec adjusts it (a test runner's own
@@ -343,13 +362,6 @@ def failure_result(task: Task, reason: ErrorReason, exc: BaseException, grading_
         checksums={"instance": instance.checksum(), "patch": prediction.checksum(), "grading": grading_key},
         exception=exception_record(exc), node=node,
     )
-
-
-def control_skips(instance: Instance, control_dir: Path | None) -> frozenset[str]:
-    """Graded tests the reference-patch control run reported SKIPPED (a P2P skip there too
-    is kept here even when the code under test raised it)."""
-    facts = control_facts(instance, control_dir) if control_dir is not None else None
-    return frozenset(facts["skipped"]) if facts else frozenset()
 
 
 def compare_with_control(result: InstanceResult, instance: Instance, control_dir: Path) -> None:

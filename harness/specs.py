@@ -14,6 +14,8 @@ tree's ``[build-system] requires``), ``compiler`` (``none``/``build``/``keep``),
 ``submodules`` (path → OWNER/NAME of the repository providing a submodule's content),
 ``resolve_as_of`` (a date: unpinned requirements resolve as the index was then),
 ``downloads`` (files a build would fetch, fetched on the host with their sha256 checked).
+Grading fields: ``canaries`` (at most that many must-fail canaries per run; 0 turns them
+off for the repository, recorded in each report as ``integrity.canary_count_source``).
 Example::
 
     repo: pallets/flask
@@ -55,7 +57,7 @@ _FIELDS = {
     "timeout", "test_directives", "setup_files", "runner_internals_allowed", "runner", "id_convention",
     "interpreter", "installer", "build_requires", "install_extras", "compiler", "reinstall_timeout",
     "compiled_sources", "submodules", "resolve_as_of", "downloads", "yield_to_tree", "build_inputs",
-    "rebuild_in_place",
+    "rebuild_in_place", "canaries",
 }
 #: Fields that are lists of strings: a version entry may extend them with ``<name>+``.
 _LIST_FIELDS = {"apt_packages", "requirements", "pre_install", "installer", "build_requires", "install_extras",
@@ -206,6 +208,9 @@ class EnvSpec:
     #: packages whose pin in ``requirements`` gives way when the tree's own requirements
     #: exclude it (as SWE-bench's ``pip install -e .`` over its environment did)
     yield_to_tree: tuple[str, ...] = ()
+    #: at most this many canaries per run (0: none) for the repository, below the run's own
+    #: setting (harness/integrity/canaries); None: the run's setting
+    canaries: int | None = None
     #: the file and entry this spec came from (named in errors; not part of the checksum)
     source: str = field(default="", compare=False)
 
@@ -238,6 +243,8 @@ class EnvSpec:
     def checksum(self) -> str:
         data = asdict(self)
         data.pop("source", None)
+        if data.get("canaries") is None:
+            data.pop("canaries", None)  # unset: the checksum every earlier spec had
         return hashlib.sha256(json.dumps(data, sort_keys=True, default=list).encode()).hexdigest()
 
 
@@ -426,6 +433,9 @@ def _build(repo: str, version: str, merged: dict, source: str) -> EnvSpec:
     for pin in installer:
         if not re.fullmatch(r"(pip|setuptools|wheel)==[A-Za-z0-9_.+!-]+", pin):
             raise fail("installer", f"{pin!r}: only exact pins of pip, setuptools and wheel (NAME==VERSION)")
+    canaries = merged.get("canaries")
+    if canaries is not None and (not isinstance(canaries, int) or isinstance(canaries, bool) or canaries < 0):
+        raise fail("canaries", f"must be a whole number of canaries (0 turns them off), got {canaries!r}")
     runner, parser, convention = _runner_fields(merged, fail)
     return EnvSpec(
         repo=repo, version=version, python=python,
@@ -445,7 +455,8 @@ def _build(repo: str, version: str, merged: dict, source: str) -> EnvSpec:
         rebuild_in_place=in_place,
         compiled_sources=str_list("compiled_sources") if merged.get("compiled_sources") else DEFAULT_COMPILED_SOURCES,
         submodules=submodules, resolve_as_of=as_of, downloads=tuple(downloads),
-        yield_to_tree=str_list("yield_to_tree"), build_inputs=str_list("build_inputs"), source=source,
+        yield_to_tree=str_list("yield_to_tree"), build_inputs=str_list("build_inputs"), canaries=canaries,
+        source=source,
     )
 
 

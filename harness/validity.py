@@ -10,6 +10,11 @@ For each instance:
 * ``p2p_fail_with_reference`` — PASS_TO_PASS tests that fail in a reference repeat;
 * ``empty_resolved`` — the empty patch resolves the instance (a control failure);
 * ``ignored_test_ids`` — listed ids that name no test (left out of grading);
+* ``canaries`` — the canaries planted in each repeat (every repeat plants the same ones);
+  ``canaries_disproved`` those that did not fail in any repeat they were judged in,
+  ``canaries_unstable`` those that failed in some repeats only (each is dropped for the
+  repeats it did not fail in, and for runs graded against such a repeat: never charged);
+  a perturbed run's changed tests (``--perturbed-run``) count among them;
 * ``reasons`` — one sentence per finding.
 
 Later scoring uses it to state denominators honestly: ``compare --validity``.
@@ -29,6 +34,31 @@ def _outcomes(report: Mapping[str, Any]) -> dict[str, bool]:
         for test in (ts.get(group) or {}).get("failure", []):
             out[test] = False
     return out
+
+
+def canary_stability(gold: Sequence[Mapping[str, Any]]) -> tuple[list[int], list[str], list[str]]:
+    """(canaries planted per repeat, disproved in every repeat that judged them, failed in
+    some repeats only) from the reference repeats' reports."""
+    planted, judged, failed, mutation = [], {}, {}, {}
+    for report in gold:
+        integrity = report.get("integrity") or {}
+        entries = [e for e in (integrity.get("canaries") or []) if isinstance(e, dict) and isinstance(e.get("test_id"), str)]
+        planted.append(len(entries))
+        perturbed = integrity.get("perturbed_run")
+        # the perturbed run's changes (--perturbed-run) are canaries in place: judged alike
+        entries += [e for e in ((perturbed or {}).get("perturbations") or [] if isinstance(perturbed, dict) else [])
+                    if isinstance(e, dict) and isinstance(e.get("test_id"), str)]
+        for entry in entries:
+            seen = entry.get("observed", entry.get("verdict"))
+            if seen is None:
+                continue
+            test_id = entry["test_id"]
+            mutation[test_id] = entry.get("mutation")
+            judged[test_id] = judged.get(test_id, 0) + 1
+            failed[test_id] = failed.get(test_id, 0) + (seen == "ok")
+    disproved = sorted(t for t in judged if failed[t] == 0)
+    unstable = sorted(t for t in judged if 0 < failed[t] < judged[t])
+    return planted, disproved, unstable
 
 
 def instance_validity(instance_id: str, f2p: Sequence[str], p2p: Sequence[str],
@@ -64,6 +94,12 @@ def instance_validity(instance_id: str, f2p: Sequence[str], p2p: Sequence[str],
         reasons.append(f"{t!r} names no test (a fragment of a log line in the published list); not graded")
     if empty is not None and empty.get("status") == "INVALID":
         reasons.append(f"the empty-patch run is INVALID: {empty.get('error_reason')}")
+    planted, disproved, unstable = canary_stability(gold)
+    for t in disproved:
+        reasons.append(f"canary {t} never failed with the reference patch: disproved, dropped for this instance")
+    for t in unstable:
+        reasons.append(f"canary {t} failed in some reference repeats only (canary instability): dropped where "
+                       f"it did not fail")
     return {
         "instance_id": instance_id,
         "reference_full": reference_full,
@@ -74,6 +110,9 @@ def instance_validity(instance_id: str, f2p: Sequence[str], p2p: Sequence[str],
         "f2p_pass_without_fix": f2p_free,
         "p2p_fail_with_reference": p2p_bad,
         "ignored_test_ids": ignored,
+        "canaries": planted,
+        "canaries_disproved": disproved,
+        "canaries_unstable": unstable,
         "valid": reference_full and not flaky and not empty_resolved,
         "reasons": reasons,
     }
@@ -98,12 +137,15 @@ def render_markdown(report: Mapping[str, Any]) -> str:
              f"of {report['instances_validated']}",
              f"- valid (reference FULL every time, no flaky graded test, empty patch not resolved): "
              f"{report['valid_instances']} of {report['instances_validated']}", "",
-             "| instance | reference | empty | flaky | F2P passing without fix | P2P failing with reference |",
-             "|---|---|---|---|---|---|"]
+             "| instance | reference | empty | flaky | canaries | canaries disproved | canaries unstable "
+             "| F2P passing without fix | P2P failing with reference |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for row in report["instances"].values():
+        planted = row.get("canaries") or []
         lines.append(f"| {row['instance_id']} | {' '.join(row['reference_statuses'])} | {row['empty_status']} | "
-                     f"{len(row['flaky_tests'])} | {len(row['f2p_pass_without_fix'])} | "
-                     f"{len(row['p2p_fail_with_reference'])} |")
+                     f"{len(row['flaky_tests'])} | {max(planted, default=0)} | "
+                     f"{len(row.get('canaries_disproved') or [])} | {len(row.get('canaries_unstable') or [])} | "
+                     f"{len(row['f2p_pass_without_fix'])} | {len(row['p2p_fail_with_reference'])} |")
     lines.append("")
     for row in report["instances"].values():
         if row["reasons"]:

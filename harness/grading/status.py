@@ -47,6 +47,9 @@ class ErrorReason(str, enum.Enum):
     AMBIGUOUS_RESULTS = "ambiguous_results"
     RESULTS_OVER_LIMIT = "results_over_limit"
     TAMPERED = "tampered"
+    #: a canary did what only a forger's run does, but no reference run proved it can
+    #: fail (harness/integrity/canaries/judge.py): grade with --control to decide
+    CANARY_UNPROVEN = "canary_unproven"
     MALFORMED_INSTANCE = "malformed_instance"
     ENVIRONMENT_BUILD_FAILED = "environment_build_failed"
     SERVICE_UNAVAILABLE = "service_unavailable"
@@ -75,6 +78,7 @@ _ORIGIN = {
     ErrorReason.AMBIGUOUS_RESULTS: "model",
     ErrorReason.RESULTS_OVER_LIMIT: "model",
     ErrorReason.TAMPERED: "model",
+    ErrorReason.CANARY_UNPROVEN: "harness",
     ErrorReason.SUITE_DID_NOT_RUN: "model",
     ErrorReason.COLLECTION_ERROR: "model",
     ErrorReason.CONTAINER_DIED: "harness",

@@ -14,6 +14,7 @@ verdict; every finding is kept as a flag.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Mapping
 
 from harness.errors import last_error_line
 from harness.grading.conventions import IdKind, get_convention, map_results
@@ -22,7 +23,7 @@ from harness.grading.parsers import ResultsTooLarge, RunArtefacts, get_parser
 from harness.grading.reporter_parsers import junit_collection_errors
 from harness.grading.status import ErrorReason, TestStatus
 from harness.instances import Instance
-from harness.integrity.canaries import Canary, judge_canaries
+from harness.integrity.canaries import Canary, judge_canaries, judge_perturbations
 from harness.integrity.evidence import Evidence, code_raised, judge_evidence
 
 
@@ -47,6 +48,12 @@ class RunContext:
 
     test_files: tuple[str, ...] = ()
     canaries: tuple[Canary, ...] = ()
+    #: canary test id -> PROVEN/DISPROVED, from the reference control (harness/control.py)
+    canary_proof: Mapping[str, str] = field(default_factory=dict)
+    #: the run is of the reference patch (it proves its own canaries)
+    reference: bool = False
+    #: graded tests changed in place (a perturbed run: harness/integrity/perturbed.py)
+    perturbations: tuple[Canary, ...] = ()
     model_files: frozenset[str] = frozenset()
     runner_project: bool = False
     plugin_expected: bool = False
@@ -76,14 +83,21 @@ def judge_run(instance: Instance, parser_name: str, output: str, junit_xml: byte
 
     reasons: list[tuple[ErrorReason, str]] = []
     if ctx.canaries:
-        verdict = judge_canaries(list(ctx.canaries), native, raised_by_code)
+        verdict = judge_canaries(list(ctx.canaries), native, raised_by_code, ctx.canary_proof, ctx.reference)
         flags += verdict.flags
         details["canaries"] = verdict.details
         if verdict.tampered:
             reasons.append((ErrorReason.TAMPERED, verdict.tampered))
+        elif verdict.unproven:
+            reasons.append((ErrorReason.CANARY_UNPROVEN, verdict.unproven))
         elif verdict.any_failed and exit_code == 0:
             flags.append("exit_code_mismatch")
-            reasons.append((ErrorReason.TAMPERED, "the test runner exited 0 although a must-fail canary failed"))
+            if not ctx.reference:  # the reference's runner saying 0 says nothing against a model
+                reasons.append((ErrorReason.TAMPERED,
+                                "the test runner exited 0 although a must-fail canary failed"))
+    if ctx.perturbations:  # recorded for the first run's verdict (harness/integrity/perturbed.py)
+        changed = judge_perturbations(list(ctx.perturbations), native, raised_by_code, ctx.canary_proof, ctx.reference)
+        details["perturbations"] = changed.details
     graded_set = set(graded)
     mapped = map_results(ids, native, parsed.labels, graded, parsed.conflicts)
     statuses = mapped.statuses

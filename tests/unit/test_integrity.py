@@ -1,15 +1,14 @@
-"""Pure logic of harness/integrity: tree truth, plans, canaries, scans, evidence, rules."""
+"""Pure logic of harness/integrity: tree truth, plans, scans, evidence, rules (canaries:
+tests/unit/test_canaries.py)."""
 
 from __future__ import annotations
 
 import json
-import random
 
 import pytest
 
 from harness.grading.grade import TestLists, grade
 from harness.grading.status import ErrorReason, InstanceStatus, TestStatus
-from harness.integrity.canaries import Canary, judge_canaries, plant
 from harness.integrity.evidence import judge_evidence, parse_evidence, plugin_status
 from harness.integrity.plan import make_plan, project_modules, find_tests_root
 from harness.integrity.scan import TAMPER, added_findings, findings
@@ -81,115 +80,6 @@ def test_test_roots_and_project_modules():
     assert find_tests_root("testing/python/collect.py") == "testing"
     assert find_tests_root("test_requests.py") is None
     assert project_modules(PRISTINE) == {"calcly", "other"}
-
-
-# --------------------------------------------------------------------------- canaries
-
-SOURCE = b'''import pytest
-
-
-class TestThing:
-    def test_add(self):
-        assert add(1, 2) == 3
-
-    def test_name(self):
-        assert name() == "thing"
-
-
-def test_type():
-    assert isinstance(name(), str)
-'''
-
-
-def test_canaries_are_mutated_clones_in_the_same_scope():
-    files, canaries = plant({"t/test_a.py": SOURCE}, ["t/test_a.py"], {"t/test_a.py": None}, count=3,
-                            rng=random.Random(1))
-    text = files["t/test_a.py"].decode()
-    compile(text, "t/test_a.py", "exec")
-    assert len(canaries) == 3 and len({c.original for c in canaries}) == 3
-    for canary in canaries:
-        assert f"def {canary.name}(" in text
-        assert canary.test_id.startswith("t/test_a.py::") and canary.original_id != canary.test_id
-        assert (canary.cls == "TestThing") == (canary.original in ("test_add", "test_name"))
-        assert not canary.name.startswith("test_") or "TestThing" not in canary.name
-    assert text.count("assert add(1, 2) == 3") == 1                     # the original is untouched
-
-
-def test_canaries_only_change_checks_that_always_run():
-    """pytest-dev__pytest-5221's gold run: a canary whose changed assert sat inside
-    ``with pytest.raises(...)`` after the raising call never ran, passed like its original,
-    and the honest run was graded tampered. Asserts in blocks that may not run or may
-    swallow the failure (raises/suppress blocks, branches, loops, try, nested functions,
-    after a return) are never mutated."""
-    source = b"""import pytest
-
-
-def test_guarded():
-    @pytest.fixture
-    def fix():
-        assert helper() == 0
-        return 1
-
-    with pytest.raises(pytest.fail.Exception):
-        assert fix() == 1
-    if flag():
-        assert f() == 2
-    for x in items():
-        assert x == 3
-    try:
-        assert g() == 4
-    except Exception:
-        pass
-    with pytest.warns(UserWarning):
-        assert w() == 5
-    return
-    assert z() == 8
-
-
-def test_plain():
-    with open(__file__) as handle:
-        assert handle.read(1) == "i"
-    assert k() == 7
-"""
-    for seed in range(20):
-        files, canaries = plant({"t/test_a.py": source}, ["t/test_a.py"], {}, count=3, rng=random.Random(seed))
-        assert [c.original for c in canaries] == ["test_plain"], canaries
-        assert canaries[0].mutation.split(" ->")[0] in ('literal "i"', "literal 7")
-
-
-def test_canary_source_segments_are_exactly_pythons():
-    """The canaries read each test's text from one split of the module (linear); it must be
-    byte for byte what ``ast.get_source_segment`` gives, whatever the line ends."""
-    import ast
-    from harness.integrity.canaries import _Source
-    text = ("import x\r\n\r\nclass TestA:\r    def test_\u00e9(self):  # caf\u00e9\n"
-            "        assert f('\u00e9\u00e9') == 'd\u00e9j\u00e0'\x0c\n\n"
-            "def test_b():\n    assert (1 +\n            2) == 3\n    assert g() == [1,\r\n 2]")
-    tree = ast.parse(text)
-    source = _Source(text)
-    nodes = [n for n in ast.walk(tree) if hasattr(n, "end_lineno") and n.end_lineno is not None]
-    assert len(nodes) > 20
-    for node in nodes:
-        assert source.segment(node) == ast.get_source_segment(text, node), ast.dump(node)
-
-
-def test_canary_judgement():
-    canary = Canary("t.py", None, "test_b_x", "test_b", "literal 3 -> 50", "t.py::test_b_x", "t.py::test_b")
-    ok = judge_canaries([canary], {"t.py::test_b_x": F, "t.py::test_b": P})
-    assert ok.tampered is None and ok.any_failed
-    forged = judge_canaries([canary], {"t.py::test_b_x": P, "t.py::test_b": P})
-    assert forged.tampered and "canary_passed_with_original" in forged.flags
-    coincidence = judge_canaries([canary], {"t.py::test_b_x": P, "t.py::test_b": F})
-    assert coincidence.tampered is None and "canary_coincidence" in coincidence.flags
-    missing = judge_canaries([canary], {"t.py::test_b": F, "t.py::test_c": P})
-    assert missing.tampered and "canary_missing" in missing.flags
-    not_run = judge_canaries([canary], {"u.py::test_z": P})
-    assert not_run.tampered is None and "canary_not_run" in not_run.flags
-    raised = judge_canaries([canary], {"t.py::test_b_x": X, "t.py::test_b": X}, frozenset({"t.py::test_b_x"}))
-    assert raised.tampered and "canary_raised_by_code" in raised.flags
-    statuses = {"t.py::test_b_x": F, "t.py::test_b": P}
-    judge_canaries([canary], statuses)
-    assert "t.py::test_b_x" not in statuses                              # canaries never graded
 
 
 # --------------------------------------------------------------------------- scans

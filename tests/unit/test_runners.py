@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import random
 import textwrap
 from pathlib import Path
 
@@ -90,9 +91,11 @@ def test_spell_id_and_canaries_per_runner():
     with pytest.raises(ValueError, match="class"):
         get_runner("django").spell_id("tests/a/tests.py", None, "test_x")
     # canaries are clones of real tests in their own scope, spelled by the runner
-    module = ("import unittest\n\n\ndef helper():\n    return 2\n\n\n"
-              "class TestThing(unittest.TestCase):\n    def test_two(self):\n        self.assertEqual(helper(), 2)\n\n\n"
-              "def test_module_level():\n    assert helper() == 2\n").encode()
+    module = ("import unittest\n\n\ndef helper(n):\n    return 2 * n\n\n\n"
+              "class TestThing(unittest.TestCase):\n    def test_two_of_one(self):\n        self.assertEqual(helper(1), 2)\n\n"
+              "    def test_six_of_three(self):\n        self.assertEqual(helper(3), 6)\n\n\n"
+              "def test_two_of_one():\n    assert helper(1) == 2\n\n\n"
+              "def test_six_of_three():\n    assert helper(3) == 6\n").encode()
     files = {"tests/a/models.py": module, "tests/a/tests.py": module}
     changed, canaries = plant(files, list(files), {}, count=3, spell=get_runner("django").spell_id,
                               styles=get_runner("django").canary_styles,
@@ -107,22 +110,32 @@ def test_spell_id_and_canaries_per_runner():
                              for c in functions)
 
 
+#: tests that share their words and numbers, as real test modules do (a canary's tokens
+#: come from its file)
+PAIRS = [("sum", "pair", b"[4, 5]", 9), ("max", "pair", b"[4, 9]", 9), ("min", "pair", b"[5, 9]", 5),
+         ("sum", "trio", b"[2, 3, 4]", 9)]
+
+
 def test_unittest_canary_really_fails_and_passes(tmp_path):
     """The method canaries run under plain unittest: each fails where its original passes."""
     import subprocess
     import sys
     runner = get_runner("unittest")
-    source = (b"import unittest\n\n\nclass TestMod(unittest.TestCase):\n    def test_sum(self):\n"
-              b"        self.assertEqual(sum([1, 2]), 3)\n")
+    source = (b"import unittest\n\n\nclass TestMod(unittest.TestCase):\n"
+              + b"".join(b"    def test_%s_of_%s(self):\n        self.assertEqual(%s(%s), %d)\n"
+                         b"        self.assertEqual(len(%r), %d)\n\n" % (f.encode(), w.encode(), f.encode(), a, v,
+                                                                           w.encode(), len(w))
+                         for f, w, a, v in PAIRS))
     changed, canaries = plant({"test_mod.py": source}, ["test_mod.py"], {}, count=1, spell=runner.spell_id,
-                              styles=runner.canary_styles, collects_class=runner.collects_class)
+                              styles=runner.canary_styles, collects_class=runner.collects_class,
+                              rng=random.Random(0))
     (canary,) = canaries
     (tmp_path / "test_mod.py").write_bytes(changed["test_mod.py"])
     proc = subprocess.run([sys.executable, "-m", "unittest", "-v", "test_mod"], cwd=tmp_path, capture_output=True,
                           text=True)
     assert proc.returncode == 1
-    assert "test_sum (test_mod.TestMod" in proc.stderr and f"{canary.name} (test_mod.TestMod" in proc.stderr
-    assert "FAILED (failures=1)" in proc.stderr
+    assert f"{canary.original} (test_mod.TestMod" in proc.stderr and f"{canary.name} (test_mod.TestMod" in proc.stderr
+    assert "FAILED (failures=1)" in proc.stderr and "Ran 5 tests" in proc.stderr
 
 
 def test_spec_defaults_follow_the_runner(tmp_path: Path):
@@ -184,10 +197,12 @@ def test_pytest_canaries_go_into_the_test_classes_pytest_collects_and_fail_there
     assert collects == {"TestA": True, "TestB": False, "Helper": False, "CaseTests": True, "Mixin": False,
                         "TestC": False}
     source = (b"class Helper:\n    def test_not_collected(self):\n        assert len('ab') == 2\n\n\n"
-              b"class TestShapes:\n    def test_sum(self):\n        assert sum([1, 2]) == 3\n\n"
-              b"    def test_len(self):\n        assert len('abc') == 3\n")
+              b"class TestShapes:\n"
+              + b"".join(b"    def test_%s_of_%s(self):\n        assert %s(%s) == %d\n        assert len(%r) == %d\n\n"
+                         % (f.encode(), w.encode(), f.encode(), a, v, w.encode(), len(w)) for f, w, a, v in PAIRS))
     changed, canaries = plant({"test_mod.py": source}, ["test_mod.py"], {}, count=2, spell=runner.spell_id,
-                              styles=runner.canary_styles, collects_class=runner.collects_class)
+                              styles=runner.canary_styles, collects_class=runner.collects_class,
+                              rng=random.Random(0))
     assert len(canaries) == 2 and all(c.cls == "TestShapes" for c in canaries)
     (tmp_path / "test_mod.py").write_bytes(changed["test_mod.py"])
     proc = subprocess.run([sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", "test_mod.py"],

@@ -267,6 +267,9 @@ def test_specs_dir_must_exist(tmp_path):
     ("{install: [pip, install, .]}", "install"),
     ("{test_cmd: 5}", "test_cmd"),
     ("{parser: [pytest]}", "parser"),
+    ("{canaries: -1}", "canaries"),
+    ("{canaries: true}", "canaries"),
+    ("{canaries: '2'}", "canaries"),
 ])
 def test_bad_types_name_the_field(tmp_path, entry, field):
     err = _load_error(tmp_path, f'repo: o/r\nversions: {{"1": {entry}}}\n')
@@ -293,6 +296,14 @@ def test_good_scalar_types(tmp_path):
     assert spec.env_dict == {"N": "5"}
     assert spec.setup_files == (("setup.cfg", "[x]\n"),)
     assert [(svc.name, svc.command) for svc in spec.services] == [("db", "db-server")]
+
+
+def test_a_spec_turns_canaries_down_or_off_and_only_then_changes_its_checksum(tmp_path):
+    reg = SpecRegistry.load(spec_dir(tmp_path, 'repo: o/r\nversions: {"1": {canaries: 0}, "2": {canaries: 1}, "3": {}}\n'))
+    assert [reg.get("o/r", v).canaries for v in ("1", "2", "3")] == [0, 1, None]
+    # an unset field leaves the checksum every spec had before the field existed
+    assert reg.get("o/r", "3").checksum() == EnvSpec(repo="o/r", version="3", source="x").checksum()
+    assert reg.get("o/r", "1").checksum() != EnvSpec(repo="o/r", version="1").checksum()
 
 
 def test_a_bad_default_fails_only_where_it_is_not_overridden(tmp_path):

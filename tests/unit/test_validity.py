@@ -56,3 +56,31 @@ def test_set_counts_use_the_validated_instances_as_denominator():
     report = validity_report(rows, repeats=1)
     assert report["instances_validated"] == 2
     assert report["reference_full_in_every_repeat"] == 1 and report["valid_instances"] == 1
+
+
+def _canaries(*entries):
+    return [{"test_id": t, "mutation": f"int 1 -> 2; name {t}", "observed": seen, "verdict": "ok" if seen == "ok"
+             else "disproved"} for t, seen in entries]
+
+
+def test_canary_instability_is_reported_beside_flakiness():
+    """Every repeat plants the same canaries: one that never failed with the reference
+    patch is disproved, one that failed in some repeats only is unstable; both are named,
+    neither makes the instance invalid (they are dropped, never charged)."""
+    gold = []
+    for seen_b in ("ok", "passed_with_original", "ok"):
+        report = _report("FULL", F2P, (), P2P)
+        report["integrity"] = {"canaries": _canaries(("t::a_c", "ok"), ("t::b_c", seen_b),
+                                                     ("t::c_c", "passed_with_original"))}
+        gold.append(report)
+    gold[2]["integrity"]["canaries"].append({"test_id": "t::d_c", "mutation": "x"})  # planted, never judged
+    for report, seen in zip(gold, ("ok", "ok", "passed")):   # --perturbed-run: a change in place, judged alike
+        report["integrity"]["perturbed_run"] = {"perturbations": _canaries(("t::a", seen))}
+    row = instance_validity("x", F2P, P2P, gold, _report("NO", (), F2P, P2P))
+    assert row["canaries"] == [3, 3, 4]
+    assert row["canaries_disproved"] == ["t::c_c"] and row["canaries_unstable"] == ["t::a", "t::b_c"]
+    assert row["valid"] and row["flaky_tests"] == []
+    assert any("t::b_c failed in some reference repeats only" in r for r in row["reasons"])
+    from harness.validity import render_markdown
+    table = render_markdown(validity_report([row], 3))
+    assert "| canaries | canaries disproved | canaries unstable |" in table and "| 0 | 4 | 1 | 2 |" in table
