@@ -89,6 +89,13 @@ class EvalConfig:
     tree_report_limit: int = 48 * 1024 * 1024
     max_tree_changes: int = 20_000
 
+    def __post_init__(self) -> None:
+        # a timeout below one second would time out every run and charge it to the model
+        if self.timeout is not None and (isinstance(self.timeout, bool) or self.timeout < 1):
+            raise ValueError(f"EvalConfig.timeout must be None or at least 1 s, got {self.timeout!r}")
+        if self.setup_timeout < 1:
+            raise ValueError(f"EvalConfig.setup_timeout must be at least 1 s, got {self.setup_timeout!r}")
+
     def as_dict(self) -> dict:
         return {"timeout": self.timeout, "setup_timeout": self.setup_timeout,
                 "test_output_limit": self.test_output_limit, "junit_limit": self.junit_limit,

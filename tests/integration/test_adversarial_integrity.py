@@ -43,7 +43,10 @@ def harness_cli(*args: str, cache: Path) -> tuple[int, str]:
                               text=True, env={**os.environ, "PYTHONPATH": UNDER_TEST}, timeout=3600)
         return proc.returncode, proc.stdout + proc.stderr
     from harness.cli import main
-    return main(full), ""
+    try:
+        return main(full), ""
+    except SystemExit as exc:  # argparse's usage errors
+        return int(exc.code or 0), ""
 
 
 def demo_paths(base: str) -> list[str]:
@@ -136,7 +139,7 @@ def _instances(tmp_path: Path, **changes) -> Path:
     return path
 
 
-@pytest.mark.parametrize("bad_id", ["..", "x" * 300])
+@pytest.mark.parametrize("bad_id", ["..", "x" * 300, "harness.log", "summary.json", "SUMMARY.JSON"])
 def test_bad_instance_id_is_refused_naming_the_record(tmp_path, cache_dir, engine, bad_id):
     instances = _instances(tmp_path, instance_id=bad_id)
     out = tmp_path / "out"
@@ -149,6 +152,32 @@ def test_bad_instance_id_is_refused_naming_the_record(tmp_path, cache_dir, engin
     written = {p.name for p in out.iterdir()}
     assert written == {"ids"}, written          # nothing beside the run directory
     assert not (tmp_path / "report.json").exists() and not (out / "report.json").exists()
+
+
+def test_duplicate_instance_ids_are_refused_naming_both_records(tmp_path, cache_dir, engine):
+    """Two records with one id: neither is graded (no report.json that the summary would
+    contradict), the summary names both lines, the rest of the batch is graded."""
+    calcly, textkit = demo_instance("harness-demo__calcly-1"), demo_instance("harness-demo__textkit-1")
+    instances = tmp_path / "instances.jsonl"
+    instances.write_text("".join(json.dumps(r) + "\n" for r in (calcly, textkit, dict(calcly, version="other"))))
+    out = tmp_path / "out"
+    code, output = harness_cli("run", "--instances", str(instances), "--predictions", "gold", "--run-id", "dups",
+                               "--output-dir", str(out), cache=cache_dir)
+    assert code == 0, output[-2000:]
+    summary = json.loads((out / "dups" / "summary.json").read_text())
+    assert summary["resolved_ids"] == ["harness-demo__textkit-1"]
+    message = summary["input_errors"]["harness-demo__calcly-1"]
+    assert "duplicate" in message and "line 1" in message and "line 3" in message, message
+    assert not (out / "dups" / "harness-demo__calcly-1").exists()
+
+
+@pytest.mark.parametrize("option,value", [("--timeout", "-1"), ("--max-workers", "0")])
+def test_numeric_option_out_of_range_is_refused_before_anything_runs(tmp_path, cache_dir, option, value):
+    code, output = harness_cli("run", "--instances", str(DEMO_DIR / "instances.jsonl"), "--predictions", "gold",
+                               option, value, "--run-id", "range", "--output-dir", str(tmp_path / "out"),
+                               cache=cache_dir)
+    assert code == 2
+    assert not (tmp_path / "out").exists()
 
 
 def test_lone_surrogate_in_a_patch_does_not_stop_the_batch(tmp_path, cache_dir, engine):
