@@ -8,8 +8,9 @@
    tree, the history check, apply the model patch (``git apply``, ``--3way``, ``patch
    --fuzz``), check ``.git`` is untouched, and report the *tree truth*;
 4. on the host, from the tree truth: reject what must never run (``.git`` changed,
-   symlinks, a tree the parsed patch does not explain), decide what to restore, delete
-   and seal, scan the model's files, plant the canaries;
+   symlinks, a tree the parsed patch does not explain, compiled code and archives, files
+   too large to inspect), decide what to restore, delete and seal, scan the model's
+   files (every one, whatever its name), plant the canaries;
 5. **test step** (one exec, as root, everything of the model as the test user with no
    capability): delete, restore, install the test files, seal, re-install (when the spec
    says so or the patch touches compiled sources: a checked step with its own timeout; a
@@ -38,12 +39,12 @@ from harness.grading.origins import evidence_origin
 from harness.grading.parsers import get_parser
 from harness.grading.status import ErrorReason, InstanceStatus
 from harness.instances import Instance
+from harness.integrity import artefacts, steps
 from harness.integrity import canaries as canary_mod
-from harness.integrity import steps
 from harness.integrity.evidence import parse_evidence
 from harness.integrity.judge import RunContext, apply_judgement, gradable_tests, judge_run  # noqa: F401
 from harness.integrity.plan import Plan, make_plan
-from harness.integrity.scan import TAMPER, scan_changes
+from harness.integrity.scan import scan_changes
 from harness.integrity.testpatch import TestPatchResult, apply_test_patch
 from harness.integrity.tree import MalformedTreeReport, TreeTruth, disagreement, parse_tree_report
 from harness.overlap import Background
@@ -267,8 +268,10 @@ class Evaluator:
         # 2-3. inputs in, set-up step
         t = time.monotonic()
         patch_bytes = None if self.prediction.is_empty else (self.prediction.model_patch or "").encode("utf-8")
-        limits = {"max_changes": self.config.max_tree_changes, "content_limit": 4 * 1024 * 1024,
-                  "content_total": 24 * 1024 * 1024}
+        # every added or modified file comes back up to the inspection limits (a file past
+        # them comes back without its content, and the patch is refused: _decide)
+        limits = {"max_changes": self.config.max_tree_changes, "content_limit": artefacts.FILE_LIMIT,
+                  "content_total": artefacts.TOTAL_LIMIT}
         sandbox.put_files(steps.IO_DIR, steps.initial_files(layout, patch_bytes, self.env, self.config.setup_timeout,
                                                             limits, staged))
         argv = steps.prepare_argv(layout)
@@ -390,6 +393,12 @@ class Evaluator:
                 raise PatchRejected("the patch text and the patched tree disagree on the files it touches: "
                                     f"only in the tree {differ['only_in_tree'][:5]}, "
                                     f"only in the parsed patch {differ['only_in_parsed_patch'][:5]}")
+        # every byte the model adds is inspected or refused: compiled code, archives and
+        # files too large to read are refused before anything of the model runs
+        refused = artefacts.refusal(tree.changes)
+        if refused:
+            details["uninspectable"] = refused.details()
+            raise PatchRejected(refused.message())
         plan = make_plan(tree, test_patch.all, test_files, self.pristine_paths(), self.protected_modules,
                          self.config.restore_test_infra, self.runner.infra_patterns)
         for flag, paths in (("patch_touched_tests", plan.touched_tests), ("patch_touched_test_infra",
@@ -403,21 +412,17 @@ class Evaluator:
         return plan
 
     def _scan(self, tree: TreeTruth, plan: Plan) -> None:
-        found = scan_changes(tree.existing_changed, set(plan.model_files), self.pristine, self.runner.internals,
-                             steps.CONTENT_SUFFIXES[:3])
-        hits, incomplete, tokenized = found.hits, found.incomplete, found.tokenized
+        found = scan_changes(tree.existing_changed, set(plan.model_files), self.pristine, self.runner.internals)
+        hits, tokenized = found.hits, found.tokenized
         details, flags = self.result.integrity_details, self.result.integrity_flags
-        if incomplete:
-            flags.append("scan_incomplete")
-            details["scan_incomplete"] = incomplete[:50]
         if tokenized:
             flags.append("scan_tokenized")
             details["scan_tokenized"] = tokenized[:50]
         if hits:
-            details["scan"] = [str(h) for h in hits[:50]]
+            details["scan"] = [str(h) for h in sorted(hits, key=lambda h: not h.tampers)[:50]]
             for category in sorted({h.category for h in hits}):
                 flags.append(f"patch_{category}")
-            runner = [str(h) for h in hits if h.category in TAMPER]
+            runner = [str(h) for h in hits if h.tampers]
             if runner:
                 flags.append("patch_references_test_runner")
                 details["patch_references_test_runner"] = runner[:20]
