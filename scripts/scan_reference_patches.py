@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     specs = SpecRegistry.load(DEFAULT_SPECS_DIR)
     old_scan = baseline_scan(args.baseline) if args.baseline else None
-    rows, skipped, repos = [], Counter(), {}
+    rows, skipped, repos, scan_seconds = [], Counter(), {}, Counter()
     started = time.monotonic()
     subjects = sorted(records(args.instances).items())
     if args.predictions:
@@ -148,15 +148,19 @@ def main(argv: list[str] | None = None) -> int:
         plan = make_plan(tree, test_patch.all, runner.test_files(test_patch),
                          frozenset(e.path for e in repo.ls_tree(commit)), frozenset(sys.stdlib_module_names),
                          True, runner.infra_patterns)
+        clock = time.monotonic()
         refused = artefacts.refusal(changes)
         found = scan_changes([c for c in changes if c.change != "deleted"], set(plan.model_files), pristine,
                              runner.internals)
+        scan_seconds["this revision"] += time.monotonic() - clock
         hits = {(h.path, h.category, h.what) for h in found.hits}
         tampering = {(h.path, h.category, h.what) for h in found.hits if h.tampers}
         old_hits = set()
         if old_scan is not None:
+            clock = time.monotonic()
             old = old_scan.scan_changes([c for c in changes if c.change != "deleted"], set(plan.model_files),
                                         pristine, runner.internals)
+            scan_seconds[args.baseline] += time.monotonic() - clock
             old_hits = {(h.path, h.category, h.what) for h in old.hits}
         new = hits - old_hits
         rows.append({"instance_id": iid, "repo": record["repo"], "refused": refused.message() if refused else None,
@@ -172,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     refused = [r for r in rows if r["refused"]]
     tampered = [r for r in rows if r["new_tampered"]]
     flagged = [r for r in rows if r["new_flags"]]
-    print(f"{len(rows)} patches checked ({dict(skipped) or 'none skipped'}), {seconds:.1f} s")
+    print(f"{len(rows)} patches checked ({dict(skipped) or 'none skipped'}), {seconds:.1f} s; host time of the "
+          f"refusals and scans: " + ", ".join(f"{k} {v:.2f} s" for k, v in scan_seconds.items()))
     print(f"largest file {max(r['largest'] for r in rows):,} bytes; largest patch total "
           f"{max(r['bytes'] for r in rows):,} bytes; {sum(r['non_python_kept'] for r in rows)} non-Python files kept "
           f"in {sum(1 for r in rows if r['non_python_kept'])} patches")
@@ -182,8 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     for r in flagged:
         print(f"  {'TAMPERED' if r['new_tampered'] else 'flagged'} {r['instance_id']}: {r['new_findings'][:4]}")
     if args.json:
-        args.json.write_text(json.dumps({"rows": rows, "skipped": dict(skipped), "seconds": round(seconds, 1)},
-                                        indent=1))
+        args.json.write_text(json.dumps({"rows": rows, "skipped": dict(skipped), "seconds": round(seconds, 1),
+                                         "scan_seconds": dict(scan_seconds)}, indent=1))
     return 1 if refused or tampered else 0
 
 

@@ -27,11 +27,11 @@ from harness.integrity import audit
 from harness.integrity.corpus import CorpusAttack, build_corpus, payload
 from harness.integrity.corpus.target import make_target
 from tests.conftest import leftover_containers
-from tests.patchgen import base_file, demo_instance, edit, write_predictions
+from tests.patchgen import base_file, demo_instance, demo_paths, edit, write_predictions
 
 UNDER_TEST = os.environ.get("HARNESS_UNDER_TEST")
 BASES = ("harness-demo__calcly-1", "harness-demo__inventory-1")
-CLASSES = {"1", "2", "3", "4", "5", "6", "7", "8", "9"}
+CLASSES = {"1", "2", "3", "4", "5", "6", "7", "8", "9", "unread-code", "size-cap"}
 RUN_ID = "adversarial-integrity"
 
 
@@ -49,13 +49,6 @@ def harness_cli(*args: str, cache: Path) -> tuple[int, str]:
         return int(exc.code or 0), ""
 
 
-def demo_paths(base: str) -> list[str]:
-    import yaml
-    entry = next(e for e in yaml.safe_load((DEMO_DIR / "instances.src.yaml").read_text()) if e["instance_id"] == base)
-    root = DEMO_DIR / "repos" / entry["repo"].replace("/", "__") / "commits" / entry["base"]
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
-
-
 def payload_text(name: str) -> str:
     return (Path(__file__).resolve().parent.parent / "adversarial" / "extra" / name).read_text()
 
@@ -66,16 +59,19 @@ def extra_attacks(base: str) -> list[CorpusAttack]:
     library = "calcly/stats.py" if base.startswith("harness-demo__calcly") else "inventory/stock.py"
     read = lambda p: base_file(base, p)  # noqa: E731
     rewrite = payload_text("rewrite_from_library.py.in")
-    hidden = ("\n\n# runner access the static scan cannot see: the code is data, exec'd under a made-up name\n"
-              "import os as _o\nexec(compile(open(_o.path.join(_o.path.dirname(__file__), 'notes.txt')).read(),"
-              " '/opt/harness/venv/lib/python3.11/site-packages/six.py', 'exec'))\n")
     walker = "_walk = [type(o).__name__ for o in getattr(__import__('g' + 'c'), 'get_' + 'objects')()][:1]\n"
+    shifted = "".join(chr(ord(c) + 1) for c in walker)
+    # runner access no scan can see: the code is data no folder undoes (each character
+    # shifted by one), exec'd under a made-up site-packages file name: only the monitor sees it
+    hidden = ("\n\n_blob = " + repr(shifted) + "\n"
+              "exec(compile(''.join(chr(ord(c) - 1) for c in _blob),"
+              " '/opt/harness/venv/lib/python3.11/site-packages/six.py', 'exec'))\n")
     return [
         CorpusAttack("rewrite-from-library", "6", "library code rewrites the sealed test files at import",
                      edit(base, {library: read(library) + rewrite}), base, evidence=("ATTACK-SEAL errno 13",)),
         CorpusAttack("hidden-gc-walk", "monitor", "a gc walk from data exec'd under a site-packages file name",
-                     edit(base, {library: read(library) + hidden, f"{library.split('/')[0]}/notes.txt": walker}),
-                     base, reasons=frozenset({"tampered"}), flags=("monitor_gc_get_objects",)),
+                     edit(base, {library: read(library) + hidden}), base, reasons=frozenset({"tampered"}),
+                     flags=("monitor_gc_get_objects",)),
     ]
 
 

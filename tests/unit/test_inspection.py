@@ -263,3 +263,43 @@ def test_code_kept_in_strings_is_scanned_as_code():
 def test_compiled_code_in_a_literal_makes_the_run_tampered(literal):
     found, _ = findings(f"BLOB = {literal}\n".encode(), "pkg/lib.py")
     assert any(f.category == "compiled_literal" and f.tampers for f in found), found
+
+
+# --------------------------------------------------------------------------- the corpus's bytecode
+
+def _interpreters() -> dict[str, str]:
+    """The CPython 3.8-3.10 interpreters this machine has (pyenv's or on PATH)."""
+    import shutil
+    found = {}
+    for version in ("3.8", "3.9", "3.10"):
+        candidates = sorted(Path.home().glob(f".pyenv/versions/{version}.*/bin/python"))
+        path = str(candidates[-1]) if candidates else shutil.which(f"python{version}")
+        if path:
+            found[version] = path
+    return found
+
+
+@pytest.mark.parametrize("version", ["3.8", "3.9", "3.10"])
+def test_the_corpus_bytecode_is_text_and_refused_by_name_and_content(version):
+    from harness.integrity.corpus.bytecode import cache_name, utf8_pyc
+    text = utf8_pyc("X = 2\n" + "Y = 1\n" * 100, version)     # decodes: it can be a text hunk
+    data = text.encode("utf-8")
+    assert artefacts.pyc_magic(data) and compiled("pkg/notes.txt", data)
+    assert compiled(cache_name("pkg/mod.py", version), b"") == "a file under __pycache__"
+
+
+@pytest.mark.skipif(not _interpreters(), reason="no CPython 3.8-3.10 on this machine")
+def test_the_corpus_bytecode_runs_instead_of_the_unchanged_source(tmp_path):
+    """Shown on every 3.8-3.10 interpreter here: the attack is real, so its refusal matters."""
+    import subprocess
+    from harness.integrity.corpus.bytecode import cache_name, utf8_pyc
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "mod.py").write_text("X = 1\n")
+    for version, python in _interpreters().items():
+        target = tmp_path / cache_name("pkg/mod.py", version)
+        target.parent.mkdir(exist_ok=True)
+        target.write_text(utf8_pyc("X = 'from the pyc'\n", version), encoding="utf-8", newline="")
+        out = subprocess.run([python, "-c", "import pkg.mod; print(pkg.mod.X)"], cwd=tmp_path, capture_output=True,
+                             text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
+        assert out.stdout.strip() == "from the pyc", (version, out.stderr[-500:])
