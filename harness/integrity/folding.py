@@ -2,7 +2,9 @@
 scans (:mod:`harness.integrity.scan`): ``"_py" + "test"``, ``"".join([...])``, slices,
 ``chr``, ``bytes.fromhex``, base64, rot13, ``%``-formatting's template, f-strings of
 folded parts, and module-level names bound to such strings. What cannot be folded is
-None (the scans then see the call, not a name)."""
+None (the scans then see the call, not a name), and so is a string that would grow past
+:data:`MAX_FOLDED` (names bound to doubled names would otherwise grow exponentially with
+the lines of a small file)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,14 @@ import ast
 import base64
 import binascii
 import codecs
+
+#: the longest string folding builds: no file the scans read is longer
+MAX_FOLDED = 4 * 1024 * 1024
+
+
+def _bounded(*parts: str | None, extra: int = 0) -> bool:
+    """Whether the parts exist and joining them stays within MAX_FOLDED."""
+    return all(p is not None for p in parts) and sum(map(len, parts)) + extra <= MAX_FOLDED
 
 
 class Folder:
@@ -37,13 +47,13 @@ class Folder:
             return self.names.get(node.id)
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             left, right = f(node.left), f(node.right)
-            return left + right if left is not None and right is not None else None
+            return left + right if _bounded(left, right) else None
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
             left = f(node.left)
             return left if left is not None else None
         if isinstance(node, ast.JoinedStr):
             parts = [f(v.value) if isinstance(v, ast.FormattedValue) else f(v) for v in node.values]
-            return "".join(parts) if all(p is not None for p in parts) else None
+            return "".join(parts) if _bounded(*parts) else None
         if isinstance(node, ast.Subscript):
             base = f(node.value)
             if base is not None and isinstance(node.slice, ast.Slice):
@@ -72,12 +82,13 @@ class Folder:
             if name == "join" and owner is not None and len(node.args) == 1 \
                     and isinstance(node.args[0], (ast.List, ast.Tuple)):
                 parts = [f(e) for e in node.args[0].elts]
-                return owner.join(parts) if all(p is not None for p in parts) else None
+                return owner.join(parts) if _bounded(*parts, extra=len(owner) * len(parts)) else None
             if name in ("lower", "upper", "strip", "title", "decode", "encode") and owner is not None:
                 return getattr(owner, name if name not in ("decode", "encode") else "strip")() \
                     if name not in ("decode", "encode") else owner
-            if name == "replace" and owner is not None and len(args) == 2 and None not in args:
-                return owner.replace(args[0], args[1])
+            if name == "replace" and owner is not None and len(args) == 2 and None not in args and args[0]:
+                grows = owner.count(args[0]) * max(0, len(args[1]) - len(args[0]))
+                return owner.replace(args[0], args[1]) if _bounded(owner, extra=grows) else None
             if name == "fromhex" and args and args[0] is not None:
                 try:
                     return bytes.fromhex(args[0]).decode("latin-1")

@@ -303,3 +303,21 @@ def test_the_corpus_bytecode_runs_instead_of_the_unchanged_source(tmp_path):
         out = subprocess.run([python, "-c", "import pkg.mod; print(pkg.mod.X)"], cwd=tmp_path, capture_output=True,
                              text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
         assert out.stdout.strip() == "from the pyc", (version, out.stderr[-500:])
+
+
+def test_folding_strings_that_double_stays_bounded():
+    """Names bound to doubled names grow exponentially with the lines of a small file: the
+    folder stops at the size of the largest file the scans read (it used to exhaust the
+    host's memory in a fraction of a second)."""
+    import resource
+    from harness.integrity.folding import MAX_FOLDED
+    source = "A0 = 'ab'\n" + "".join(f"A{i} = A{i - 1} + A{i - 1}\n" for i in range(1, 60)) \
+        + "B = 'x'.join([A50, A50])\nC = A20.replace('a', A20)\nimport_me = __import__(A59)\n"
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (min(hard, 4 << 30) if hard > 0 else 4 << 30, hard))
+    try:
+        found, parsed = findings(source.encode(), "pkg/lib.py")
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+    assert parsed and "dynamic_import" in {f.category for f in found}    # A59 does not fold: a computed name
+    assert MAX_FOLDED >= FILE_LIMIT
