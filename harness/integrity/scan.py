@@ -147,8 +147,7 @@ _READERS = frozenset({"read", "read_text", "read_bytes", "readlines", "get_data"
                       "decode_source", "read_code", "urlopen", "open", "fdopen", "open_code", "read_binary"})
 #: unpickling runs whatever callables the pickle names
 _UNPICKLERS = frozenset({"pickle", "_pickle", "cPickle", "dill", "cloudpickle", "shelve"})
-#: the longest folded string matched against the names, and how deep strings holding code are followed
-_MAX_WORD = 1 << 20
+#: how deep strings holding code are followed (code in a string in a string...)
 _MAX_NESTING = 3
 _IMPORTERS = frozenset({"__import__", "import_module", "find_spec", "spec_from_file_location", "load_module",
                         "module_from_spec", "SourceFileLoader"})
@@ -300,8 +299,8 @@ def _findings_ast(tree: ast.AST, path: str, depth: int = 0, offset: int = 0) -> 
         if isinstance(node, (ast.Constant, ast.BinOp, ast.JoinedStr, ast.Call, ast.Subscript)) \
                 and id(node) not in docs:
             folded = folder.fold(node)
-            if folded is not None and len(folded) <= _MAX_WORD and (not isinstance(node, ast.Constant)
-                                                                    or isinstance(node.value, str)):
+            # any length: folding is bounded (harness.integrity.folding.MAX_FOLDED), files too
+            if folded is not None and (not isinstance(node, ast.Constant) or isinstance(node.value, str)):
                 words.append(folded)
         if isinstance(node, ast.Call):
             name = _call_name(node)
