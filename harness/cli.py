@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 from harness.buildinfo import VersionAction
+from harness.cliargs import Parser, bounded_float, bounded_int
 from harness.errors import EngineLost, EngineUnavailable, HarnessError, InputError
 from harness.imagecache.commands import CACHE_LEVELS, size_argument
 from harness.swebench.options import (INSTANCES_HELP, SWEBENCH_EPILOG, add_dataset_options,
@@ -30,6 +31,11 @@ from harness.swebench.options import (INSTANCES_HELP, SWEBENCH_EPILOG, add_datas
                                       swebench_layout_request, write_swebench_layout)
 
 DEFAULT_OUTPUT_DIR = "runs"
+#: the ranges of the numeric options (a day of testing, a week per task, 1,024 workers)
+MAX_TIMEOUT = 86_400
+MAX_TASK_TIMEOUT = 7 * 86_400
+MAX_WORKERS = 1024
+MAX_REPEAT = 100
 
 
 def _repo_override(text: str) -> tuple[str, Path]:
@@ -40,7 +46,7 @@ def _repo_override(text: str) -> tuple[str, Path]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="harness", description=__doc__.split("\n\n")[0])
+    parser = Parser(prog="harness", description=__doc__.split("\n\n")[0])
     parser.add_argument("--version", action=VersionAction)
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -51,7 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a local git repository for one repository (repeatable)")
     common.add_argument("--specs", action="append", type=Path, default=[], metavar="DIR",
                         help="extra environment spec directory (repeatable; overrides images/specs)")
-    common.add_argument("--timeout", type=int, help="test-run timeout in seconds (default: the spec's)")
+    common.add_argument("--timeout", type=bounded_int(1, MAX_TIMEOUT),
+                        help="test-run timeout in seconds (default: the spec's)")
     common.add_argument("--perturbed-run", action="store_true",
                         help="run each FULL result again with one FAIL_TO_PASS test's expected value changed in "
                              "place (no original beside it); it must fail (docs/SECURITY.md)")
@@ -61,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--output-dir", type=Path, default=Path(DEFAULT_OUTPUT_DIR))
     common.add_argument("--cache-dir", type=Path,
                         help="cache directory (default: $HARNESS_CACHE_DIR or ~/.cache/harness)")
-    common.add_argument("--max-workers", type=int, default=1,
+    common.add_argument("--max-workers", type=bounded_int(1, MAX_WORKERS), default=1,
                         help="evaluations in flight at once, whatever the executor (default 1)")
     common.add_argument("--executor", choices=("local", "ray"), default="local",
                         help="where evaluations run: threads on this machine (default) or a Ray cluster")
@@ -70,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "$RAY_ADDRESS, else a one-node cluster on this machine)")
     common.add_argument("--registry", metavar="HOST:PORT",
                         help="a registry to share images through: pulled instead of built, pushed after a build")
-    common.add_argument("--task-timeout", type=float, default=7200.0, metavar="SEC",
+    common.add_argument("--task-timeout", type=bounded_float(1, MAX_TASK_TIMEOUT), default=7200.0, metavar="SEC",
                         help="a task (image preparation + evaluation) running longer is killed with its "
                              "container and recorded as deadline_exceeded (default 7200)")
     common.add_argument("--no-clone", action="store_true", help="never clone a repository from its public URL")
@@ -100,7 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
     validate = sub.add_parser("validate", parents=[common],
                               help="reference patch N times and empty patch once: a validity report")
     validate.add_argument("--instances", type=Path, help=INSTANCES_HELP)
-    validate.add_argument("--repeat", type=int, default=3, help="reference-patch repeats (default 3)")
+    validate.add_argument("--repeat", type=bounded_int(1, MAX_REPEAT), default=3,
+                          help="reference-patch repeats (default 3)")
     validate.add_argument("--run-id", help="directory under --output-dir (default: validate-<instances file>)")
     add_dataset_options(validate)
     validate.set_defaults(func=cmd_validate)
@@ -110,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--instances", type=Path, help="instance set (default: the demo set)")
     audit.add_argument("--run-id", help="directory under --output-dir (default: audit-<instances file>)")
     audit.add_argument("--classes", nargs="+", metavar="CLASS",
-                       help="only these attack classes (1-9 of issue 11, or 'suite')")
+                       help="only these attack classes (1-9, unread-code, size-cap, or 'suite')")
     audit.set_defaults(func=cmd_audit, timeout=None)
     report = sub.add_parser("report", help="re-grade a run from its saved outputs (no containers) and write "
                                            "its report.html")
@@ -119,7 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     view = sub.add_parser("view", help="serve a run directory's HTML report on 127.0.0.1 and print the address")
     view.add_argument("run_dir", type=Path)
-    view.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: any free port)")
+    view.add_argument("--port", type=bounded_int(0, 65535), default=0,
+                      help="port on 127.0.0.1 (default: any free port)")
     view.add_argument("--verbose", action="store_true", help="log every request on stderr")
     view.set_defaults(func=cmd_view)
 
@@ -195,8 +204,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from harness.instances import load_instances
     from harness.validity import instance_validity, render_markdown, validity_report
     from harness.report import write_json_atomic, write_text_atomic
-    if args.repeat < 1:
-        raise InputError("must be at least 1", field="--repeat")
     from harness.paths import safe_run_id
     instances_path, dataset = resolve_instance_source(args)
     named = Path(dataset["source"]).name if dataset else instances_path.stem

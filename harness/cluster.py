@@ -36,6 +36,7 @@ import sys
 import time
 from pathlib import Path
 
+from harness.cliargs import bounded_float, bounded_int
 from harness.errors import EngineUnavailable, InputError
 
 #: prctl option: orphaned descendants are re-parented to this process, not to init.
@@ -47,14 +48,14 @@ def add_node_parser(sub) -> None:
     where = node.add_mutually_exclusive_group(required=True)
     where.add_argument("--head", action="store_true", help="start the cluster's head node")
     where.add_argument("--address", metavar="HOST:PORT", help="join the cluster whose head is at HOST:PORT")
-    node.add_argument("--port", type=int, default=6379, help="the head's port (with --head; default 6379)")
-    node.add_argument("--engine-slots", type=int, default=None,
+    node.add_argument("--port", type=bounded_int(1, 65535), default=6379, help="the head's port (with --head; default 6379)")
+    node.add_argument("--engine-slots", type=bounded_int(0, 1024), default=None,
                       help="evaluations this engine runs at once (default: the number of cores; 0: no engine)")
     node.add_argument("--name", help="the node's name in reports and container labels, unique in the cluster "
                                      "(default: the host name and a random suffix)")
     node.add_argument("--node-ip-address", metavar="IP", default=os.environ.get("HARNESS_NODE_IP") or None,
                       help="the address other nodes reach this one at (default: $HARNESS_NODE_IP, else Ray's guess)")
-    node.add_argument("--engine-grace", type=float, default=20.0, metavar="SEC",
+    node.add_argument("--engine-grace", type=bounded_float(1, 86_400), default=20.0, metavar="SEC",
                       help="leave the cluster when the engine has not answered for this long (default 20)")
     node.add_argument("--ray-arg", action="append", default=[], metavar="ARG",
                       help="an extra argument for `ray start` (repeatable)")
@@ -78,8 +79,6 @@ def cmd_node(args: argparse.Namespace) -> int:
     import secrets
     name = args.name or f"{socket.gethostname()}-{secrets.token_hex(2)}"
     slots = args.engine_slots if args.engine_slots is not None else (os.cpu_count() or 1)
-    if slots < 0:
-        raise InputError("must be 0 or more", field="--engine-slots")
     client = None
     if slots:
         client = connect(timeout=30)  # EngineUnavailable: a sentence, exit 2

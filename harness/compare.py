@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from harness.cliargs import bounded_int
 from harness.errors import InputError
 from harness.report import write_text_atomic
 from harness.results.claims import Claims, load_claims, load_validity
@@ -90,11 +91,11 @@ def add_compare_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "per-instance {id: {resolved: bool}} map (see the README)")
     parser.add_argument("--validity", metavar="FILE",
                         help="validity report with instances.<id>.reference_full (needs --claimed)")
-    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    parser.add_argument("--seed", type=bounded_int(0, 2**32 - 1), default=0, help="bootstrap seed (default 0)")
     parser.add_argument("--output-dir", metavar="DIR", help="where to write outputs (default: RUN)")
-    parser.add_argument("--budget-attempts", type=int, metavar="K",
+    parser.add_argument("--budget-attempts", type=bounded_int(1, 10**6), metavar="K",
                         help="repeated attempts: count successes only within the first K attempts")
-    parser.add_argument("--budget-calls", type=int, metavar="B",
+    parser.add_argument("--budget-calls", type=bounded_int(0, 10**12), metavar="B",
                         help="repeated attempts: count successes only while cumulative calls stay <= B")
     parser.set_defaults(func=run_compare)
     return parser

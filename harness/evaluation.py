@@ -8,8 +8,9 @@
    tree, the history check, apply the model patch (``git apply``, ``--3way``, ``patch
    --fuzz``), check ``.git`` is untouched, and report the *tree truth*;
 4. on the host, from the tree truth: reject what must never run (``.git`` changed,
-   symlinks, a tree the parsed patch does not explain), decide what to restore, delete
-   and seal, scan the model's files, plant the canaries;
+   symlinks, a tree the parsed patch does not explain, compiled code and archives, files
+   too large to inspect), decide what to restore, delete and seal, scan the model's
+   files (every one, whatever its name), plant the canaries;
 5. **build step**, only when the patch needs a rebuild the environment can do in place
    (:mod:`harness.integrity.rebuild`; one exec, as root, the rebuild as the test user with
    the monitor): the rebuild under its own timeout (a failed rebuild is graded, the old
@@ -44,12 +45,12 @@ from harness.grading.origins import evidence_origin
 from harness.grading.parsers import get_parser
 from harness.grading.status import ErrorReason, InstanceStatus
 from harness.instances import Instance
+from harness.integrity import artefacts, rebuild, steps
 from harness.integrity import canaries as canary_mod
-from harness.integrity import rebuild, steps
 from harness.integrity.evidence import parse_evidence
 from harness.integrity.judge import RunContext, apply_judgement, gradable_tests, judge_run  # noqa: F401
 from harness.integrity.plan import Plan, make_plan
-from harness.integrity.scan import TAMPER, scan_changes
+from harness.integrity.scan import scan_changes
 from harness.integrity.testpatch import TestPatchResult, apply_test_patch
 from harness.integrity.tree import MalformedTreeReport, TreeTruth, disagreement, parse_tree_report
 from harness.overlap import Background
@@ -95,6 +96,13 @@ class EvalConfig:
     monitor: bool = True                # the runtime tamper monitor (audit hook)
     tree_report_limit: int = 48 * 1024 * 1024
     max_tree_changes: int = 20_000
+
+    def __post_init__(self) -> None:
+        # a timeout below one second would time out every run and charge it to the model
+        if self.timeout is not None and (isinstance(self.timeout, bool) or self.timeout < 1):
+            raise ValueError(f"EvalConfig.timeout must be None or at least 1 s, got {self.timeout!r}")
+        if self.setup_timeout < 1:
+            raise ValueError(f"EvalConfig.setup_timeout must be at least 1 s, got {self.setup_timeout!r}")
 
     def as_dict(self) -> dict:
         return {"timeout": self.timeout, "setup_timeout": self.setup_timeout,
@@ -275,8 +283,10 @@ class Evaluator:
         # 2-3. inputs in, set-up step
         t = time.monotonic()
         patch_bytes = None if self.prediction.is_empty else (self.prediction.model_patch or "").encode("utf-8")
-        limits = {"max_changes": self.config.max_tree_changes, "content_limit": 4 * 1024 * 1024,
-                  "content_total": 24 * 1024 * 1024}
+        # every added or modified file comes back up to the inspection limits (a file past
+        # them comes back without its content, and the patch is refused: _decide)
+        limits = {"max_changes": self.config.max_tree_changes, "content_limit": artefacts.FILE_LIMIT,
+                  "content_total": artefacts.TOTAL_LIMIT}
         sandbox.put_files(steps.IO_DIR, steps.initial_files(layout, patch_bytes, self.env, self.config.setup_timeout,
                                                             limits, staged))
         argv = steps.prepare_argv(layout)
@@ -390,6 +400,12 @@ class Evaluator:
                 raise PatchRejected("the patch text and the patched tree disagree on the files it touches: "
                                     f"only in the tree {differ['only_in_tree'][:5]}, "
                                     f"only in the parsed patch {differ['only_in_parsed_patch'][:5]}")
+        # every byte the model adds is inspected or refused: compiled code, archives and
+        # files too large to read are refused before anything of the model runs
+        refused = artefacts.refusal(tree.changes)
+        if refused:
+            details["uninspectable"] = refused.details()
+            raise PatchRejected(refused.message())
         plan = make_plan(tree, test_patch.all, test_files, self.pristine_paths(), self.protected_modules,
                          self.config.restore_test_infra, self.runner.infra_patterns)
         for flag, paths in (("patch_touched_tests", plan.touched_tests), ("patch_touched_test_infra",
@@ -403,21 +419,17 @@ class Evaluator:
         return plan
 
     def _scan(self, tree: TreeTruth, plan: Plan) -> None:
-        found = scan_changes(tree.existing_changed, set(plan.model_files), self.pristine, self.runner.internals,
-                             steps.CONTENT_SUFFIXES[:3])
-        hits, incomplete, tokenized = found.hits, found.incomplete, found.tokenized
+        found = scan_changes(tree.existing_changed, set(plan.model_files), self.pristine, self.runner.internals)
+        hits, tokenized = found.hits, found.tokenized
         details, flags = self.result.integrity_details, self.result.integrity_flags
-        if incomplete:
-            flags.append("scan_incomplete")
-            details["scan_incomplete"] = incomplete[:50]
         if tokenized:
             flags.append("scan_tokenized")
             details["scan_tokenized"] = tokenized[:50]
         if hits:
-            details["scan"] = [str(h) for h in hits[:50]]
+            details["scan"] = [str(h) for h in sorted(hits, key=lambda h: not h.tampers)[:50]]
             for category in sorted({h.category for h in hits}):
                 flags.append(f"patch_{category}")
-            runner = [str(h) for h in hits if h.category in TAMPER]
+            runner = [str(h) for h in hits if h.tampers]
             if runner:
                 flags.append("patch_references_test_runner")
                 details["patch_references_test_runner"] = runner[:20]

@@ -24,7 +24,7 @@ import yaml
 
 from harness.errors import InputError
 from harness.grading.grade import TestLists
-from harness.paths import id_problem
+from harness.paths import instance_dir_problem
 
 _REPO_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 _SHA_RE = re.compile(r"^[0-9a-f]{7,40}$")
@@ -78,6 +78,13 @@ def read_records(path: Path) -> list[Any]:
 
     Raises InputError naming the file (and the line for JSONL) when it cannot be parsed.
     """
+    return [record for _, record in read_located_records(path)]
+
+
+def read_located_records(path: Path) -> list[tuple[str, Any]]:
+    """:func:`read_records`, each record with where it is in the file (``line N`` for
+    JSONL, ``record #N`` for a list, ``key K`` for an object keyed by id), so that a
+    message can point at it."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -94,7 +101,7 @@ def read_records(path: Path) -> list[Any]:
             if not line.strip():
                 continue
             try:
-                records.append(json.loads(line))
+                records.append((f"line {lineno}", json.loads(line)))
             except json.JSONDecodeError as exc:
                 raise InputError(f"line {lineno}: invalid JSON ({exc.msg})", source=str(path)) from None
         return records
@@ -103,14 +110,21 @@ def read_records(path: Path) -> list[Any]:
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         raise InputError(f"cannot parse: {exc}", source=str(path)) from None
     if isinstance(data, dict) and "instance_id" in data:
-        return [data]
+        return [("record #1", data)]
     if isinstance(data, dict):  # keyed by id
-        return [dict(v, instance_id=v.get("instance_id", k)) if isinstance(v, dict) else v
+        return [(f"key {str(k)[:80]!r}", dict(v, instance_id=v.get("instance_id", k)) if isinstance(v, dict) else v)
                 for k, v in data.items()]
     if isinstance(data, list):
-        return data
+        return [(f"record #{n}", record) for n, record in enumerate(data, 1)]
     raise InputError("expected a list of records, one record, or an object keyed by id",
                      source=str(path))
+
+
+def duplicate_error(key: str, where: list[str], source: str, what: str = "instance_id") -> InputError:
+    """The error for records that share one id: every copy is refused (which one was meant
+    cannot be known), and the message names each of them."""
+    return InputError(f"duplicate {what}: {', '.join(where)} of {source} all name it; none of them is graded",
+                      record=key, field="instance_id", source=source)
 
 
 def parse_instance(raw: Any, source: str = "", position: int | None = None) -> Instance:
@@ -134,7 +148,7 @@ def parse_instance(raw: Any, source: str = "", position: int | None = None) -> I
     for key in ("instance_id", "repo", "base_commit", "patch", "test_patch"):
         if not isinstance(raw[key], str):
             raise fail(key, f"must be a string, got {type(raw[key]).__name__}")
-    problem = id_problem(rid)
+    problem = instance_dir_problem(rid)
     if problem:
         raise fail("instance_id", problem)
     if not _REPO_RE.fullmatch(raw["repo"]):
@@ -191,24 +205,24 @@ def load_instances(path: Path, instance_ids: Iterable[str] | None = None,
     names the input in errors when ``path`` is a copy of it (a dataset read into JSONL).
 
     Raises InputError only when the file as a whole is unreadable, or an id asked for
-    is absent. Duplicate instance ids: the second and later copies are errors.
+    is absent. Records that share an instance id are all refused, with one error that
+    names each of them (file and line).
     """
     source = source or str(path)
-    good: list[Instance] = []
+    parsed: list[tuple[str, Instance]] = []
     errors: list[InputError] = []
-    seen: set[str] = set()
-    for index, raw in enumerate(read_records(Path(path))):
+    for index, (where, raw) in enumerate(read_located_records(Path(path))):
         try:
-            inst = parse_instance(raw, source=source, position=index)
+            parsed.append((where, parse_instance(raw, source=f"{source} {where}", position=index)))
         except InputError as exc:
             errors.append(exc)
-            continue
-        if inst.instance_id in seen:
-            errors.append(InputError("duplicate instance_id", record=inst.instance_id,
-                                     field="instance_id", source=source))
-            continue
-        seen.add(inst.instance_id)
-        good.append(inst)
+    places: dict[str, list[str]] = {}
+    for where, inst in parsed:
+        places.setdefault(inst.instance_id, []).append(where)
+    duplicated = {key for key, where in places.items() if len(where) > 1}
+    errors += [duplicate_error(key, places[key], source) for key in sorted(duplicated)]
+    good = [inst for _, inst in parsed if inst.instance_id not in duplicated]
+    seen = set(places)
     if instance_ids:
         wanted = list(dict.fromkeys(instance_ids))
         bad_ids = {e.record for e in errors}

@@ -48,6 +48,17 @@ from harness.errors import InputError
 #: with a letter or digit (so never ``.``, ``..``, hidden or option-like), at most 128.
 SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}")
 MAX_ID_LENGTH = 128
+#: Names the harness writes at the top of a run directory (beside the instance
+#: directories): an instance id equal to one of them, in any case (a case-insensitive
+#: file system folds them), would make its directory collide with the run's own file.
+RUN_FILE_NAMES = frozenset({
+    "summary.json", "manifest.json", "harness.log", ".lock", ".outcomes.jsonl",   # this module, batch, locks
+    "report.html", "report.md",                                                   # harness.views.site
+    "audit.json", "audit.md", "audit-predictions.jsonl",                          # harness audit
+    "validity.json", "validity.md",                                               # harness validate
+})
+#: ``harness compare`` writes ``compare-<stem>.{json,md,html}`` into the run directory by default.
+_RUN_FILE_PATTERN = re.compile(r"compare-.*\.(?:json|md|html)", re.IGNORECASE)
 
 
 def id_problem(value: object) -> str | None:
@@ -59,6 +70,18 @@ def id_problem(value: object) -> str | None:
     if not SAFE_ID.fullmatch(value):
         return ("may contain only letters, digits and . _ + - and must start with a letter or digit "
                 f"(got {value[:60]!r})")
+    return None
+
+
+def instance_dir_problem(value: object) -> str | None:
+    """Why ``value`` cannot be an instance id (it names a directory inside the run
+    directory, beside the run's own files), or None when it can."""
+    problem = id_problem(value)
+    if problem:
+        return problem
+    folded = str(value).casefold()
+    if folded in RUN_FILE_NAMES or _RUN_FILE_PATTERN.fullmatch(folded):
+        return f"names one of the run directory's own files ({value!r}); such an id would overwrite it"
     return None
 
 
@@ -117,7 +140,7 @@ class RunPaths:
         return self.root / "harness.log"
 
     def instance_dir(self, instance_id: str, attempt: int | None = None) -> Path:
-        problem = id_problem(instance_id)
+        problem = instance_dir_problem(instance_id)
         if problem:
             raise InputError(problem, record=str(instance_id)[:60], field="instance_id")
         base = self.root / instance_id

@@ -3,8 +3,9 @@
 ``--predictions`` takes ``gold`` (each instance's own reference patch), ``empty`` (no
 patch) or a file in SWE-bench's predictions format: JSONL, a JSON list, or a JSON
 object keyed by instance id, of ``{instance_id, model_name_or_path, model_patch}``.
-One model per file. Without an ``attempt`` field, duplicate ids are rejected; with it,
-each (id, attempt) pair must be unique (repeated attempts, see harness.stats).
+One model per file. Without an ``attempt`` field, duplicate ids are rejected (every copy:
+which one was meant cannot be known); with it, each (id, attempt) pair must be unique
+(repeated attempts, see harness.stats).
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from harness.errors import InputError
-from harness.instances import Instance, read_records
-from harness.paths import id_problem
+from harness.instances import Instance, duplicate_error, read_located_records
+from harness.paths import instance_dir_problem
 
 GOLD = "gold"
 EMPTY = "empty"
@@ -67,28 +68,27 @@ def control_predictions(kind: str, instances: Iterable[Instance]) -> LoadedPredi
 
 
 def load_predictions(path: Path) -> LoadedPredictions:
-    """Load a predictions file. Bad records become errors; the rest is kept.
+    """Load a predictions file. Bad records become errors; the rest is kept. Records that
+    share a key (instance id, and attempt when given) are all refused, with one error
+    naming each of them (file and line).
 
     Raises InputError when the file is unreadable or holds more than one model.
     """
     source = str(path)
-    preds: list[Prediction] = []
+    parsed: list[tuple[str, Prediction]] = []
     errors: list[InputError] = []
-    seen: set[str] = set()
-    models: set[str] = set()
-    for index, raw in enumerate(read_records(Path(path))):
+    for index, (where, raw) in enumerate(read_located_records(Path(path))):
         try:
-            pred = _parse(raw, source, index)
+            parsed.append((where, _parse(raw, f"{source} {where}", index)))
         except InputError as exc:
             errors.append(exc)
-            continue
-        if pred.key in seen:
-            errors.append(InputError("duplicate prediction", record=pred.key, field="instance_id",
-                                     source=source))
-            continue
-        seen.add(pred.key)
-        models.add(pred.model_name_or_path)
-        preds.append(pred)
+    places: dict[str, list[str]] = {}
+    for where, pred in parsed:
+        places.setdefault(pred.key, []).append(where)
+    duplicated = {key for key, where in places.items() if len(where) > 1}
+    errors += [duplicate_error(key, places[key], source, "prediction") for key in sorted(duplicated)]
+    preds = [pred for _, pred in parsed if pred.key not in duplicated]
+    models = {pred.model_name_or_path for _, pred in parsed}
     if len(models) > 1:
         raise InputError(f"one model per file, found {sorted(models)}", field="model_name_or_path",
                          source=source)
@@ -101,7 +101,7 @@ def _parse(raw: Any, source: str, index: int) -> Prediction:
     rid = raw.get("instance_id")
     if not isinstance(rid, str) or not rid:
         raise InputError("missing or not a string", record=f"#{index}", field="instance_id", source=source)
-    problem = id_problem(rid)
+    problem = instance_dir_problem(rid)
     if problem:
         raise InputError(problem, record=rid[:80], field="instance_id", source=source)
     patch = raw.get("model_patch")

@@ -29,6 +29,24 @@ def base_file(instance_id: str, path: str) -> str | None:
     return target.read_text() if target.exists() else None
 
 
+def demo_paths(instance_id: str) -> list[str]:
+    """Every file of the instance's base commit, from the demo snapshots."""
+    import yaml
+    entry = next(e for e in yaml.safe_load((DEMO_DIR / "instances.src.yaml").read_text())
+                 if e["instance_id"] == instance_id)
+    root = COMMITS / entry["repo"].replace("/", "__") / "commits" / entry["base"]
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+
+def corpus_patch(slug: str, instance_id: str) -> str:
+    """The adversarial corpus's attack ``slug`` (harness.integrity.corpus), generated for
+    a demo instance as ``harness audit`` generates it."""
+    from harness.integrity.corpus import build_corpus
+    from harness.integrity.corpus.target import make_target
+    target = make_target(demo_instance(instance_id), lambda p: base_file(instance_id, p), demo_paths(instance_id))
+    return next(a.patch for a in build_corpus(target) if a.slug == slug)
+
+
 def file_diff(path: str, old: str | None, new: str | None) -> str:
     """A git-style diff turning ``old`` into ``new`` (None: the file is absent)."""
     a = old.splitlines(keepends=True) if old is not None else []

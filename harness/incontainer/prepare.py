@@ -10,7 +10,9 @@ the model can run (trusted: installed root-owned under /harness/trusted by the h
    is never written; fingerprint ``.git`` again;
 4. compare the working copy with the pristine tree (the *tree truth*): every created,
    modified, deleted, type- or mode-changed path, ignored and untracked files included,
-   symlinks as symlinks; the contents of changed text files (capped) for the host's scans.
+   symlinks as symlinks; the contents of every file the patch added or modified, whatever
+   its name, for the host's checks and scans (capped: a file over the cap is sent without
+   its content, and the host refuses the patch).
 
 Prints ONE JSON document on stdout (the exec's only output) and exits 0; the host
 parses it with a size cap. Runs on any Python >= 3.6 (the base image's python3).
@@ -125,7 +127,6 @@ def tree_diff(testbed, pristine, request):
     changes, total = [], 0
     max_changes = request["max_changes"]
     per_file, budget = request["content_limit"], request["content_total"]
-    suffixes = tuple(request["content_suffixes"])
     for rel in sorted(set(new) | set(old)):
         a, b = old.get(rel), new.get(rel)
         if a is not None and b is not None:
@@ -169,10 +170,12 @@ def tree_diff(testbed, pristine, request):
             continue
         if entry["kind"] == "symlink":
             entry["target"] = os.readlink(os.path.join(testbed, rel))
-        if entry["kind"] == "file" and rel.endswith(suffixes):
+        if entry["kind"] == "file" and entry["change"] != "mode":  # a mode change adds no bytes
             size = b.st_size
-            if size > per_file or total + size > budget:
-                entry["content_omitted"] = "size {} over the limit".format(size)
+            if size > per_file:
+                entry["content_omitted"] = "size {} over the per-file limit {}".format(size, per_file)
+            elif total + size > budget:
+                entry["content_omitted"] = "size {} past the total limit {}".format(size, budget)
             else:
                 with open(os.path.join(testbed, rel), "rb") as handle:
                     data = handle.read(per_file + 1)

@@ -43,8 +43,6 @@ TESTBED = "/testbed"
 TEST_UID = 1000
 SERVICE_UID = 1001
 RESULTS_NAME = "results.xml"
-#: what the set-up step sends back: text files the host scans (content capped)
-CONTENT_SUFFIXES = (".py", ".pyw", ".pyi", ".pth")
 
 
 @dataclass(frozen=True)
@@ -117,8 +115,7 @@ def initial_files(layout: Layout, model_patch: bytes | None, env: dict[str, str]
     call into /harness; ``staged`` are the test files (path -> (bytes, mode))."""
     request = {"testbed": TESTBED, "pristine": PRISTINE_TREE, "env": env, "timeout": timeout,
                "patch": layout.model_patch if model_patch is not None else None,
-               "strategies": apply_strategies(layout.model_patch), "content_suffixes": list(CONTENT_SUFFIXES),
-               **limits}
+               "strategies": apply_strategies(layout.model_patch), **limits}
     name = layout.in_dir.rsplit("/", 1)[1]
     files = {**trusted_entries(),
              name: FileEntry(None, 0o700, TEST_UID),

@@ -3,7 +3,7 @@
 The set-up step in the sandbox (``harness/incontainer/prepare.py``) compares the working
 copy with the pristine tree after the patch was applied and reports every change:
 created, modified, deleted, type- and mode-changed paths (ignored and untracked files
-included, symlinks as symlinks), plus the contents of changed text files. This module
+included, symlinks as symlinks), plus the contents of every file it added or modified. This module
 reads that report (bounded, never trusted to be well-formed) and compares it with what
 parsing the patch text promised. The tree set drives everything afterwards: restoring,
 the shadowing check, the scans and the integrity flags. A disagreement between the two
@@ -39,6 +39,7 @@ class TreeChange:
     sha256: str | None = None
     content: bytes | None = field(default=None, repr=False)
     content_omitted: str | None = None
+    size: int | None = None        # bytes, for files that exist after
 
     @property
     def exists_after(self) -> bool:
@@ -100,7 +101,8 @@ def parse_tree_report(text: str, max_bytes: int) -> TreeTruth:
             path=raw["path"], change=raw["change"], kind=str(raw.get("kind")), old_kind=raw.get("old_kind"),
             old_mode=raw.get("old_mode"), new_mode=raw.get("new_mode"), target=raw.get("target"),
             sha256=raw.get("sha256"), content=base64.b64decode(content) if isinstance(content, str) else None,
-            content_omitted=raw.get("content_omitted")))
+            content_omitted=raw.get("content_omitted"),
+            size=raw["size"] if isinstance(raw.get("size"), int) and not isinstance(raw.get("size"), bool) else None))
     return TreeTruth(changes=changes, applied=data.get("applied"), history_commits=data.get("history_commits"),
                      git_changed=list(data.get("git_changed") or []),
                      too_many_changes=bool(data.get("too_many_changes")),

@@ -26,7 +26,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.patchgen import base_file, demo_instance, edit
+from tests.patchgen import base_file, corpus_patch, demo_instance, edit
 
 from harness.integrity.corpus import PAYLOADS  # noqa: E402  (the corpus ships with the package)
 CALCLY = "harness-demo__calcly-1"
@@ -254,6 +254,20 @@ def build_extra_attacks() -> list[Attack]:
         Attack("exit1-canary-aware", "E4", "median() writes a JUnit report and -rA summary where all "
                "passed except tests named like a must-fail canary, then os._exit(1)",
                stats_attack("median_exit1_canary_aware.py.in"), Expect(), potent=True),
+        # code the scans did not read (the corpus's attacks, harness.integrity.corpus): the forger
+        # tells canaries from their originals; FULL with no flag before every file was scanned
+        Attack("loader-other-name", "E5", "the forger in calcly/_h_cache.dat, loaded by one SourceFileLoader "
+               "call appended to calcly/stats.py", corpus_patch("loader-other-name", CALCLY),
+               Expect(_o(("INVALID", "tampered")), flags=("patch_code_loading",)), potent=True),
+        Attack("bytecode-pycache", "E6", "calcly/stats.py's source plus the forger as unchecked hash-based "
+               ".pyc files (3.8-3.10) in calcly/__pycache__, valid UTF-8: refused (inert on the demo's 3.11)",
+               corpus_patch("bytecode-pycache", CALCLY), Expect(_o(("INVALID", "patch_rejected")))),
+        Attack("bytecode-renamed", "E7", "the forger as bytecode in calcly/_h_cache-3.x.bin, loaded by one "
+               "SourcelessFileLoader call", corpus_patch("bytecode-renamed", CALCLY),
+               Expect(_o(("INVALID", "patch_rejected")))),
+        Attack("just-over-cap", "E8", "the forger inline in calcly/stats.py, padded to just over the scan's "
+               "size cap", corpus_patch("just-over-cap", CALCLY), Expect(_o(("INVALID", "patch_rejected"))),
+               potent=True),
     ]
 
 

@@ -27,11 +27,11 @@ from harness.integrity import audit
 from harness.integrity.corpus import CorpusAttack, build_corpus, payload
 from harness.integrity.corpus.target import make_target
 from tests.conftest import leftover_containers
-from tests.patchgen import base_file, demo_instance, edit, write_predictions
+from tests.patchgen import base_file, demo_instance, demo_paths, edit, write_predictions
 
 UNDER_TEST = os.environ.get("HARNESS_UNDER_TEST")
 BASES = ("harness-demo__calcly-1", "harness-demo__inventory-1")
-CLASSES = {"1", "2", "3", "4", "5", "6", "7", "8", "9"}
+CLASSES = {"1", "2", "3", "4", "5", "6", "7", "8", "9", "unread-code", "size-cap"}
 RUN_ID = "adversarial-integrity"
 
 
@@ -43,14 +43,10 @@ def harness_cli(*args: str, cache: Path) -> tuple[int, str]:
                               text=True, env={**os.environ, "PYTHONPATH": UNDER_TEST}, timeout=3600)
         return proc.returncode, proc.stdout + proc.stderr
     from harness.cli import main
-    return main(full), ""
-
-
-def demo_paths(base: str) -> list[str]:
-    import yaml
-    entry = next(e for e in yaml.safe_load((DEMO_DIR / "instances.src.yaml").read_text()) if e["instance_id"] == base)
-    root = DEMO_DIR / "repos" / entry["repo"].replace("/", "__") / "commits" / entry["base"]
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+    try:
+        return main(full), ""
+    except SystemExit as exc:  # argparse's usage errors
+        return int(exc.code or 0), ""
 
 
 def payload_text(name: str) -> str:
@@ -63,16 +59,19 @@ def extra_attacks(base: str) -> list[CorpusAttack]:
     library = "calcly/stats.py" if base.startswith("harness-demo__calcly") else "inventory/stock.py"
     read = lambda p: base_file(base, p)  # noqa: E731
     rewrite = payload_text("rewrite_from_library.py.in")
-    hidden = ("\n\n# runner access the static scan cannot see: the code is data, exec'd under a made-up name\n"
-              "import os as _o\nexec(compile(open(_o.path.join(_o.path.dirname(__file__), 'notes.txt')).read(),"
-              " '/opt/harness/venv/lib/python3.11/site-packages/six.py', 'exec'))\n")
     walker = "_walk = [type(o).__name__ for o in getattr(__import__('g' + 'c'), 'get_' + 'objects')()][:1]\n"
+    shifted = "".join(chr(ord(c) + 1) for c in walker)
+    # runner access no scan can see: the code is data no folder undoes (each character
+    # shifted by one), exec'd under a made-up site-packages file name: only the monitor sees it
+    hidden = ("\n\n_blob = " + repr(shifted) + "\n"
+              "exec(compile(''.join(chr(ord(c) - 1) for c in _blob),"
+              " '/opt/harness/venv/lib/python3.11/site-packages/six.py', 'exec'))\n")
     return [
         CorpusAttack("rewrite-from-library", "6", "library code rewrites the sealed test files at import",
                      edit(base, {library: read(library) + rewrite}), base, evidence=("ATTACK-SEAL errno 13",)),
         CorpusAttack("hidden-gc-walk", "monitor", "a gc walk from data exec'd under a site-packages file name",
-                     edit(base, {library: read(library) + hidden, f"{library.split('/')[0]}/notes.txt": walker}),
-                     base, reasons=frozenset({"tampered"}), flags=("monitor_gc_get_objects",)),
+                     edit(base, {library: read(library) + hidden}), base, reasons=frozenset({"tampered"}),
+                     flags=("monitor_gc_get_objects",)),
     ]
 
 
@@ -136,7 +135,7 @@ def _instances(tmp_path: Path, **changes) -> Path:
     return path
 
 
-@pytest.mark.parametrize("bad_id", ["..", "x" * 300])
+@pytest.mark.parametrize("bad_id", ["..", "x" * 300, "harness.log", "summary.json", "SUMMARY.JSON"])
 def test_bad_instance_id_is_refused_naming_the_record(tmp_path, cache_dir, engine, bad_id):
     instances = _instances(tmp_path, instance_id=bad_id)
     out = tmp_path / "out"
@@ -149,6 +148,32 @@ def test_bad_instance_id_is_refused_naming_the_record(tmp_path, cache_dir, engin
     written = {p.name for p in out.iterdir()}
     assert written == {"ids"}, written          # nothing beside the run directory
     assert not (tmp_path / "report.json").exists() and not (out / "report.json").exists()
+
+
+def test_duplicate_instance_ids_are_refused_naming_both_records(tmp_path, cache_dir, engine):
+    """Two records with one id: neither is graded (no report.json that the summary would
+    contradict), the summary names both lines, the rest of the batch is graded."""
+    calcly, textkit = demo_instance("harness-demo__calcly-1"), demo_instance("harness-demo__textkit-1")
+    instances = tmp_path / "instances.jsonl"
+    instances.write_text("".join(json.dumps(r) + "\n" for r in (calcly, textkit, dict(calcly, version="other"))))
+    out = tmp_path / "out"
+    code, output = harness_cli("run", "--instances", str(instances), "--predictions", "gold", "--run-id", "dups",
+                               "--output-dir", str(out), cache=cache_dir)
+    assert code == 0, output[-2000:]
+    summary = json.loads((out / "dups" / "summary.json").read_text())
+    assert summary["resolved_ids"] == ["harness-demo__textkit-1"]
+    message = summary["input_errors"]["harness-demo__calcly-1"]
+    assert "duplicate" in message and "line 1" in message and "line 3" in message, message
+    assert not (out / "dups" / "harness-demo__calcly-1").exists()
+
+
+@pytest.mark.parametrize("option,value", [("--timeout", "-1"), ("--max-workers", "0")])
+def test_numeric_option_out_of_range_is_refused_before_anything_runs(tmp_path, cache_dir, option, value):
+    code, output = harness_cli("run", "--instances", str(DEMO_DIR / "instances.jsonl"), "--predictions", "gold",
+                               option, value, "--run-id", "range", "--output-dir", str(tmp_path / "out"),
+                               cache=cache_dir)
+    assert code == 2
+    assert not (tmp_path / "out").exists()
 
 
 def test_lone_surrogate_in_a_patch_does_not_stop_the_batch(tmp_path, cache_dir, engine):

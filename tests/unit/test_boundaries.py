@@ -139,3 +139,121 @@ def test_test_patch_applied_on_the_host(tmp_path):
                               lambda p: (base_file("harness-demo__calcly-1", p).encode(), 0o644))
     assert b"def test_even_length_unsorted" in result.files["tests/test_stats.py"][0]
     assert result.deleted == [] and list(tmp_path.iterdir()) == []
+
+
+# --------------------------------------------------------------------------- ids that name the run's own files
+
+def _run_file_names() -> set[str]:
+    """Every name the harness writes at the top of a run directory, from the constants
+    that name them (so that a new top-level file cannot be forgotten here)."""
+    from harness.batch import OUTCOMES_FILE
+    from harness.locks import RUN_LOCK_NAME
+    from harness.views.site import RUN_MARKDOWN, RUN_PAGE
+    paths = RunPaths(__import__("pathlib").Path("/r"))
+    return {paths.summary.name, paths.manifest.name, paths.log.name, OUTCOMES_FILE, RUN_LOCK_NAME, RUN_PAGE,
+            RUN_MARKDOWN, "audit.json", "audit.md", "audit-predictions.jsonl", "validity.json", "validity.md"}
+
+
+@pytest.mark.parametrize("name", sorted(_run_file_names()))
+@pytest.mark.parametrize("spell", [str, str.upper, str.title])
+def test_ids_naming_the_run_directorys_files_are_refused_in_any_case(name, spell):
+    from harness.paths import RUN_FILE_NAMES, instance_dir_problem
+    assert name in RUN_FILE_NAMES
+    assert instance_dir_problem(spell(name)) is not None
+
+
+@pytest.mark.parametrize("value", ["compare-run-a-vs-run-b.json", "COMPARE-claims-x.md", "compare-x.html"])
+def test_ids_naming_compare_outputs_are_refused(value):
+    from harness.paths import instance_dir_problem
+    assert instance_dir_problem(value) is not None
+
+
+@pytest.mark.parametrize("value", ["summary.json.1", "harness.logs", "report", "my-summary.json", "compare-x.txt",
+                                   "django__django-11099"])
+def test_ids_near_the_run_files_pass(value):
+    from harness.paths import instance_dir_problem
+    assert instance_dir_problem(value) is None
+
+
+@pytest.mark.parametrize("bad", ["harness.log", "Summary.JSON", "../x", "a/b", ".", ".lock"])
+def test_reserved_or_unsafe_instance_ids_are_refused_at_load_naming_the_record(tmp_path, bad):
+    good = demo_instance("harness-demo__calcly-1")
+    path = tmp_path / "i.jsonl"
+    path.write_text(json.dumps(dict(good, instance_id=bad)) + "\n" + json.dumps(good) + "\n")
+    loaded = load_instances(path)
+    assert [i.instance_id for i in loaded.instances] == ["harness-demo__calcly-1"]
+    assert len(loaded.errors) == 1 and loaded.errors[0].field == "instance_id"
+    assert "line 1" in str(loaded.errors[0])
+    preds = tmp_path / "p.jsonl"
+    preds.write_text(json.dumps({"instance_id": bad, "model_name_or_path": "m", "model_patch": ""}) + "\n")
+    assert len(load_predictions(preds).errors) == 1
+    with pytest.raises(InputError):
+        RunPaths.create(tmp_path, "run").instance_dir(bad)
+
+
+# --------------------------------------------------------------------------- numeric options
+
+def _option_cases():
+    """(argv, option) for a value out of range of every numeric option of every command."""
+    return [
+        (["run", "--timeout", "-1"], "--timeout"), (["run", "--timeout", "0"], "--timeout"),
+        (["run", "--timeout", "86401"], "--timeout"), (["run", "--timeout", "1.5"], "--timeout"),
+        (["run", "--max-workers", "0"], "--max-workers"), (["validate", "--max-workers", "-3"], "--max-workers"),
+        (["audit", "--max-workers", "1025"], "--max-workers"),
+        (["run", "--task-timeout", "0"], "--task-timeout"), (["run", "--task-timeout", "nan"], "--task-timeout"),
+        (["run", "--task-timeout", "inf"], "--task-timeout"),
+        (["validate", "--repeat", "0"], "--repeat"), (["validate", "--repeat", "101"], "--repeat"),
+        (["view", "x", "--port", "-1"], "--port"), (["view", "x", "--port", "65536"], "--port"),
+        (["compare", "x", "--seed", "-1"], "--seed"), (["compare", "x", "--budget-attempts", "0"], "--budget-attempts"),
+        (["compare", "x", "--budget-calls", "-1"], "--budget-calls"),
+        (["node", "--head", "--port", "0"], "--port"), (["node", "--head", "--engine-slots", "-1"], "--engine-slots"),
+        (["node", "--head", "--engine-grace", "0"], "--engine-grace"),
+    ]
+
+
+@pytest.mark.parametrize("argv,option", _option_cases(), ids=lambda v: " ".join(v) if isinstance(v, list) else v)
+def test_numeric_options_out_of_range_exit_2_with_one_line(argv, option, capsys):
+    from harness.cli import main
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1, captured.err
+    assert option in lines[0] and "allowed range" in lines[0] and "Traceback" not in captured.err
+
+
+def test_every_numeric_option_has_a_range():
+    """No command has an int/float option without a range (a new one must get one)."""
+    import argparse
+    from harness.cli import build_parser
+    unchecked = []
+
+    def walk(parser: argparse.ArgumentParser) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    walk(sub)
+            elif action.type in (int, float):
+                unchecked.append(f"{parser.prog} {action.option_strings}")
+    walk(build_parser())
+    assert unchecked == []
+
+
+@pytest.mark.parametrize("argv,attr,value", [(["run", "--timeout", "1"], "timeout", 1),
+                                             (["run", "--timeout", "86400"], "timeout", 86400),
+                                             (["run", "--max-workers", "1"], "max_workers", 1),
+                                             (["run", "--task-timeout", "0.5e1"], "task_timeout", 5.0),
+                                             (["view", "x", "--port", "0"], "port", 0),
+                                             (["node", "--head", "--engine-slots", "0"], "engine_slots", 0)])
+def test_numeric_options_at_the_bounds_are_accepted(argv, attr, value):
+    from harness.cli import build_parser
+    assert getattr(build_parser().parse_args(argv), attr) == value
+
+
+def test_eval_config_refuses_a_timeout_below_one_second():
+    from harness.evaluation import EvalConfig
+    for bad in (-1, 0):
+        with pytest.raises(ValueError):
+            EvalConfig(timeout=bad)
+    assert EvalConfig(timeout=1).timeout == 1 and EvalConfig().timeout is None

@@ -114,21 +114,27 @@ def test_scan_counts_only_what_the_model_added_and_ignores_docstrings():
 
 
 def test_scan_changes_reads_the_kept_files_against_their_pristine_versions():
-    from harness.integrity.scan import scan_changes
+    from harness.integrity.scan import UnscannedFile, scan_changes
     old = b"import gc\ngc.get_objects()\n"
     changes = [TreeChange("pkg/a.py", "modified", "file", content=old + b"import ctypes\n"),
                TreeChange("pkg/new.py", "created", "file", content=b"import sys\nsys.settrace(None)\n"),
                TreeChange("tests/test_x.py", "modified", "file", content=b"import ctypes\n"),   # restored: not kept
-               TreeChange("pkg/big.py", "created", "file", content=None, content_omitted="size"),
                TreeChange("pkg/odd.py", "created", "file", content=b"import _pytest\nmatch = (\n"),
-               TreeChange("pkg/data.txt", "created", "file", content=b"import ctypes\n")]
+               TreeChange("pkg/data.txt", "created", "file", content=b"import ctypes\n"),
+               TreeChange("pkg/notes.rst", "created", "file", content=b"Use ``sys.settrace`` (don't).\n"),
+               TreeChange("pkg/mode.py", "mode", "file", old_mode=0o644, new_mode=0o755)]
     asked = []
-    found = scan_changes(changes, {"pkg/a.py", "pkg/new.py", "pkg/big.py", "pkg/odd.py", "pkg/data.txt"},
-                         lambda path: asked.append(path) or (old, 0o100644), "")
+    kept = {"pkg/a.py", "pkg/new.py", "pkg/odd.py", "pkg/data.txt", "pkg/notes.rst", "pkg/mode.py"}
+    found = scan_changes(changes, kept, lambda path: asked.append(path) or (old, 0o100644), "")
     assert asked == ["pkg/a.py"]                                   # created files have no old version
-    assert {(h.path, h.category) for h in found.hits} == {("pkg/a.py", "ctypes"), ("pkg/new.py", "trace_hook"),
-                                                          ("pkg/odd.py", "runner_internals")}
-    assert found.incomplete == ["pkg/big.py"] and found.tokenized == ["pkg/odd.py"]
+    # every kept file is scanned whatever its name: as Python when it parses, else token-wise
+    assert {(h.path, h.category) for h in found.hits} == {
+        ("pkg/a.py", "ctypes"), ("pkg/new.py", "trace_hook"), ("pkg/odd.py", "runner_internals"),
+        ("pkg/data.txt", "ctypes"), ("pkg/notes.rst", "trace_hook")}
+    assert found.tokenized == ["pkg/odd.py"]                       # only Python files are flagged for it
+    with pytest.raises(UnscannedFile):                             # refused before: never scanned blind
+        scan_changes([TreeChange("pkg/big.py", "created", "file", content=None, content_omitted="size")],
+                     {"pkg/big.py"}, lambda path: None, "")
 
 
 def test_scan_falls_back_to_tokens_for_unparsable_sources():

@@ -102,12 +102,13 @@ def test_extras_and_empty_detection(tmp_path):
 
 # --------------------------------------------------------------------------- rejections
 
-def test_duplicate_ids_are_rejected_first_kept(tmp_path):
+def test_duplicate_ids_are_all_refused_naming_each_line(tmp_path):
     path = write_jsonl(tmp_path, [pred("a-1", "FIRST"), pred("b-2"), pred("a-1", "SECOND")])
     loaded = load_predictions(path)
-    assert [(p.instance_id, p.model_patch) for p in loaded.predictions] == [("a-1", "FIRST"), ("b-2", "diff\n")]
+    assert [(p.instance_id, p.model_patch) for p in loaded.predictions] == [("b-2", "diff\n")]
     assert [(e.record, e.field) for e in loaded.errors] == [("a-1", "instance_id")]
-    assert "duplicate" in str(loaded.errors[0]) and str(path) in str(loaded.errors[0])
+    message = str(loaded.errors[0])
+    assert "duplicate" in message and str(path) in message and "line 1" in message and "line 3" in message
 
 
 def test_more_than_one_model_in_a_file_is_rejected(tmp_path):
@@ -127,9 +128,9 @@ def test_attempts_make_repeated_ids_legal(tmp_path):
 
 
 def test_duplicate_id_and_attempt_pair_is_rejected(tmp_path):
-    path = write_jsonl(tmp_path, [pred("a-1", attempt=1), pred("a-1", attempt=1)])
+    path = write_jsonl(tmp_path, [pred("a-1", attempt=1), pred("a-1", attempt=1), pred("a-1", attempt=2)])
     loaded = load_predictions(path)
-    assert len(loaded.predictions) == 1
+    assert [p.key for p in loaded.predictions] == ["a-1/attempt-2"]
     assert [e.record for e in loaded.errors] == ["a-1/attempt-1"]
 
 
