@@ -36,6 +36,8 @@ MAX_TIMEOUT = 86_400
 MAX_TASK_TIMEOUT = 7 * 86_400
 MAX_WORKERS = 1024
 MAX_REPEAT = 100
+#: canary seeds are 63-bit (harness.proving)
+MAX_CANARY_SEED = 2 ** 63 - 1
 
 
 def _repo_override(text: str) -> tuple[str, Path]:
@@ -62,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--perturbed-run", action="store_true",
                         help="run each FULL result again with one FAIL_TO_PASS test's expected value changed in "
                              "place (no original beside it); it must fail (docs/SECURITY.md)")
-    common.add_argument("--canary-seed", type=int, metavar="N",
+    common.add_argument("--canary-seed", type=bounded_int(0, MAX_CANARY_SEED), metavar="N",
                         help="plant the same canaries again: each instance's seed is derived from N (default: a "
                              "fresh seed per task, or the --control run's; recorded as integrity.canary_seed)")
     common.add_argument("--output-dir", type=Path, default=Path(DEFAULT_OUTPUT_DIR))

@@ -137,7 +137,7 @@ def test_the_setup_step_sends_every_added_file_back_up_to_the_limits(tmp_path):
     for rel, data in files.items():
         (testbed / rel).parent.mkdir(parents=True, exist_ok=True)
         (testbed / rel).write_bytes(data)
-    changes, too_many = prepare.tree_diff(str(testbed), str(pristine),
+    changes, too_many, _ = prepare.tree_diff(str(testbed), str(pristine),
                                           {"max_changes": 100, "content_limit": 100, "content_total": 1000})
     by_path = {c["path"]: c for c in changes}
     assert not too_many and "pkg/same.txt" not in by_path
