@@ -353,8 +353,7 @@ def _execute_locked(args, loaded, predictions, instances_path, predictions_arg, 
         from harness.engine.inventory import prune_images
         prune_images(client, args.cache_level)
     all_ids = [i.instance_id for i in loaded.instances] + list(input_errors)
-    summary = summarise_run_directory(run_id, model, paths.root, all_ids, results.keys(), input_errors)
-    summary["no_prediction_ids"] = sorted(without)
+    summary = summarise_run_directory(run_id, model, paths.root, all_ids, results.keys(), input_errors, without)
     summary["instances_file"] = str(instances_path)
     summary["predictions"] = predictions_arg
     summary["executor"] = {"name": args.executor, "nodes": dict(sorted(runner.tally.nodes.items())),

@@ -93,9 +93,11 @@ def regrade_run(run_dir: Path) -> dict:
     summary = summarise(old.get("run_id", run_dir.name), old.get("model_name_or_path", ""),
                         sorted(total), results, input_errors,
                         old.get("empty_patch_ids", []))
-    for key in ("no_prediction_ids", "instances_file", "predictions"):
+    for key in ("instances_file", "predictions"):
         if key in old:
             summary[key] = old[key]
+    if "no_prediction_ids" in old:
+        summary["no_prediction_ids"] = sorted(set(old["no_prediction_ids"]) - set(summary["submitted_ids"]))
     summary["regraded_changed_ids"] = sorted(set(changed))
     write_json_atomic(summary_path, summary)
     return summary
