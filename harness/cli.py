@@ -36,6 +36,14 @@ def _repo_override(text: str) -> tuple[str, Path]:
     return name, Path(path).expanduser().resolve()
 
 
+def _cores(text: str) -> float:
+    from harness.engine.cpus import check_cap
+    try:
+        return check_cap(float(text), "--cpus")
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number of cores, got {text!r}") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="harness", description=__doc__.split("\n\n")[0])
     parser.add_argument("--version", action=VersionAction)
@@ -49,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--specs", action="append", type=Path, default=[], metavar="DIR",
                         help="extra environment spec directory (repeatable; overrides images/specs)")
     common.add_argument("--timeout", type=int, help="test-run timeout in seconds (default: the spec's)")
+    common.add_argument("--cpus", type=_cores, metavar="N",
+                        help="cap the cores each sandbox may use (default: none, the engine host's cores, as "
+                             "SWE-bench's containers; a spec's cpus: caps too, the smaller wins)")
     common.add_argument("--output-dir", type=Path, default=Path(DEFAULT_OUTPUT_DIR))
     common.add_argument("--cache-dir", type=Path,
                         help="cache directory (default: $HARNESS_CACHE_DIR or ~/.cache/harness)")
@@ -277,6 +288,7 @@ def _execute_locked(args, loaded, predictions, instances_path, predictions_arg, 
     from harness.executors import make_executor
     from harness.report import summarise_run_directory, write_json_atomic
     from harness.repos import RepoResolver
+    from harness.engine.sandbox import Limits
     from harness.runner import Preparer, RunConfig, iter_tasks
     from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry
 
@@ -311,7 +323,7 @@ def _execute_locked(args, loaded, predictions, instances_path, predictions_arg, 
     config = RunConfig(run_id=run_id, output_dir=paths.root.parent, cache_dir=cache_dir,
                        eval=EvalConfig(timeout=args.timeout), max_workers=args.max_workers, force=args.force,
                        control_dir=getattr(args, "control", None), task_timeout=args.task_timeout,
-                       registry=args.registry, label=label)
+                       registry=args.registry, label=label, limits=Limits(cpus=args.cpus))
     executor = make_executor(args.executor, args.max_workers, address=args.ray_address)
     # The driver's own engine: required to run locally; with a cluster the nodes have theirs.
     client = connect() if args.executor == "local" or args.cache_level != "instance" else _maybe_connect()

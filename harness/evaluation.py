@@ -29,6 +29,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Callable
 
+from harness.engine.cpus import CpuLimit
 from harness.engine.images import VENV
 from harness.engine.sandbox import ROOT, ExecResult, Sandbox
 from harness.errors import (ContainerDied, GradingOutcome, InfrastructureError, PatchApplyFailed, PatchRejected,
@@ -234,6 +235,7 @@ class Evaluator:
         self._phase("canaries", t)
         t = time.monotonic()
         sandbox = starting.result()
+        self.result.resources["cpus"] = sandbox.cpu.as_dict()
         self._phase("start", t)
         try:
             self._sequence(sandbox, test_patch, model_files, test_result, test_files, staged)
@@ -498,7 +500,8 @@ class Evaluator:
         self.result.integrity_details["evidence_expected"] = expected  # so that a re-grade judges alike
         ctx = RunContext(test_files=tuple(test_files), canaries=tuple(self.canaries),
                          model_files=frozenset(plan.model_files), runner_project=self.spec.runner_internals_allowed,
-                         plugin_expected=expected, control_skipped=self.control_skipped, evidence=evidence)
+                         plugin_expected=expected, control_skipped=self.control_skipped, evidence=evidence,
+                         cpu=sandbox_cpu(self.result))
         judged = judge_run(self.instance, self.spec.parser, self.outputs.test_output, self.outputs.junit_xml,
                            self.result.test_exit_code, ctx, convention=self.spec.id_convention)
         if judged.infrastructure:
@@ -521,6 +524,11 @@ class Evaluator:
         r.f2p_failure, r.p2p_failure = list(verdict.f2p_failure), list(verdict.p2p_failure)
         r.f2p_success, r.p2p_success = [], []
         r.error_reason, r.error_detail = reason, detail[-4000:]
+
+
+def sandbox_cpu(result: InstanceResult) -> CpuLimit | None:
+    """The cores the result's sandbox had, as report.json recorded them."""
+    return CpuLimit.from_dict(result.resources.get("cpus"))
 
 
 def _number(value) -> float | None:

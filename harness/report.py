@@ -4,7 +4,7 @@
 ``report.json``: SWE-bench's per-instance keys (``patch_is_None, patch_exists,
 patch_successfully_applied, resolved, tests_status``) plus this harness's (``status,
 f2p_rate, p2p_rate, missing, error_reason, error_origin, integrity, timings, image,
-checksums, commands, exception, attempts``).
+checksums, commands, exception, attempts, resources``).
 
 :func:`summarise` builds ``summary.json`` with SWE-bench's run-report keys plus
 ``invalid_ids`` and ``error_reasons``.
@@ -83,6 +83,8 @@ class InstanceResult:
     id_convention: str = ""
     #: the node that evaluated it (host name, or the cluster node's name)
     node: str = ""
+    #: what the sandbox was given: ``cpus`` (harness.engine.cpus.CpuLimit.as_dict)
+    resources: dict[str, Any] = field(default_factory=dict)
 
     @property
     def error_origin(self) -> str | None:
@@ -126,6 +128,7 @@ class InstanceResult:
             "calls": self.calls,
             "collected": self.collected,
             "node": self.node,
+            "resources": self.resources,
             "harness_version": __version__,
             "schema_version": SCHEMA_VERSION,
         }
@@ -161,7 +164,7 @@ class InstanceResult:
             cost=data.get("cost"), calls=data.get("calls"), collected=data.get("collected", []),
             origin=origin if reason and origin != ErrorReason(reason).origin else None,
             runner=parser.get("runner", ""), id_convention=parser.get("id_convention", ""),
-            node=data.get("node") or "",
+            node=data.get("node") or "", resources=dict(data.get("resources") or {}),
         )
 
 

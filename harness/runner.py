@@ -228,7 +228,7 @@ class TaskEvaluator:
                                           pristine_repo.paths, control_skipped)
                     evaluation = evaluator.run(lambda: self.backend.start(
                         prepared.image.tag, instance.instance_id, hosts=prepared.spec.service_hosts,
-                        net_admin=prepared.spec.needs_net_admin, task=request.token))
+                        net_admin=prepared.spec.needs_net_admin, task=request.token, cpus=prepared.spec.cpus))
         except InfrastructureError as exc:
             attempts.append({"attempt": len(attempts) + 1, "error": type(exc).__name__, "message": str(exc)[:500],
                              "node": self.node})

@@ -54,7 +54,7 @@ _FIELDS = {
     "install", "reinstall_after_patch", "reinstall", "test_cmd", "parser", "env", "services",
     "timeout", "test_directives", "setup_files", "runner_internals_allowed", "runner", "id_convention",
     "interpreter", "installer", "build_requires", "install_extras", "compiler", "reinstall_timeout",
-    "compiled_sources", "submodules", "resolve_as_of", "downloads", "yield_to_tree", "build_inputs",
+    "compiled_sources", "submodules", "resolve_as_of", "downloads", "yield_to_tree", "build_inputs", "cpus",
 }
 #: Fields that are lists of strings: a version entry may extend them with ``<name>+``.
 _LIST_FIELDS = {"apt_packages", "requirements", "pre_install", "installer", "build_requires", "install_extras",
@@ -162,6 +162,8 @@ class EnvSpec:
     ``install`` command) under ``reinstall_timeout`` seconds. ``build_inputs`` are
     further files (path globs) the install builds from, e.g. a module it generates C
     from: an instance whose tree changes one is rebuilt, never an earlier one reused as is.
+    ``cpus`` caps the cores the tests may use (a CFS quota; None: the engine host's cores,
+    as SWE-bench's containers; with the run's ``--cpus`` the smaller wins).
     """
 
     repo: str
@@ -201,6 +203,8 @@ class EnvSpec:
     #: packages whose pin in ``requirements`` gives way when the tree's own requirements
     #: exclude it (as SWE-bench's ``pip install -e .`` over its environment did)
     yield_to_tree: tuple[str, ...] = ()
+    #: a cap on the cores of the sandbox (harness/engine/cpus.py); None: the engine host's
+    cpus: float | None = None
     #: the file and entry this spec came from (named in errors; not part of the checksum)
     source: str = field(default="", compare=False)
 
@@ -418,6 +422,11 @@ def _build(repo: str, version: str, merged: dict, source: str) -> EnvSpec:
         if not re.fullmatch(r"(pip|setuptools|wheel)==[A-Za-z0-9_.+!-]+", pin):
             raise fail("installer", f"{pin!r}: only exact pins of pip, setuptools and wheel (NAME==VERSION)")
     runner, parser, convention = _runner_fields(merged, fail)
+    from harness.engine.cpus import check_cap
+    try:
+        cpus = check_cap(merged.get("cpus"), "cpus")
+    except ValueError as exc:
+        raise fail("cpus", str(exc).split(": ", 1)[1]) from None
     return EnvSpec(
         repo=repo, version=version, python=python,
         apt_packages=str_list("apt_packages"), requirements=str_list("requirements"),
@@ -435,7 +444,7 @@ def _build(repo: str, version: str, merged: dict, source: str) -> EnvSpec:
         install_extras=str_list("install_extras"), compiler=compiler, reinstall_timeout=reinstall_timeout,
         compiled_sources=str_list("compiled_sources") if merged.get("compiled_sources") else DEFAULT_COMPILED_SOURCES,
         submodules=submodules, resolve_as_of=as_of, downloads=tuple(downloads),
-        yield_to_tree=str_list("yield_to_tree"), build_inputs=str_list("build_inputs"), source=source,
+        yield_to_tree=str_list("yield_to_tree"), build_inputs=str_list("build_inputs"), cpus=cpus, source=source,
     )
 
 
