@@ -63,7 +63,6 @@ BASE_ENV = {
     "LANG": "C.UTF-8",
     "LC_ALL": "C.UTF-8",
     "TZ": "UTC",
-    "PYTHONHASHSEED": "0",
     "PYTHONDONTWRITEBYTECODE": "1",
     "PIP_NO_INDEX": "1",
     "PIP_FIND_LINKS": "/opt/harness/wheels",
@@ -71,6 +70,20 @@ BASE_ENV = {
     "GIT_CONFIG_NOSYSTEM": "1",
     "GIT_TERMINAL_PROMPT": "0",
 }
+#: String hashing as SWE-bench's runs have it: randomised, one seed per evaluation
+#: (SWE-bench sets no PYTHONHASHSEED, so each of its Python processes draws one; sympy's
+#: bin/test draws one for the child it runs the tests in). Drawn from [1, 2**32): 0 would
+#: turn the randomisation off. Set, the variable also keeps bin/test in-process, under the
+#: harness's reporter; its value is recorded (report.json ``resources.python_hash_seed``), so
+#: an outcome that depends on it can be replayed. A spec's ``env`` may fix it.
+HASH_SEEDS = 2**32
+
+
+def draw_hash_seed() -> int:
+    import secrets
+    return 1 + secrets.randbelow(HASH_SEEDS - 1)
+
+
 #: The outcome-origin plugin, for runners that are pytest.
 OUTCOME_PLUGIN_ARGS = "-p _harness_outcomes"
 
@@ -89,13 +102,15 @@ class EvalConfig:
     monitor: bool = True                # the runtime tamper monitor (audit hook)
     tree_report_limit: int = 48 * 1024 * 1024
     max_tree_changes: int = 20_000
+    hash_seed: int | None = None        # PYTHONHASHSEED of the tests; None: one drawn per evaluation
 
     def as_dict(self) -> dict:
         return {"timeout": self.timeout, "setup_timeout": self.setup_timeout,
                 "test_output_limit": self.test_output_limit, "junit_limit": self.junit_limit,
                 "restore_test_infra": self.restore_test_infra, "canaries": self.canaries,
                 "forbid_runner_internals": self.forbid_runner_internals, "monitor": self.monitor,
-                "tree_report_limit": self.tree_report_limit, "max_tree_changes": self.max_tree_changes}
+                "tree_report_limit": self.tree_report_limit, "max_tree_changes": self.max_tree_changes,
+                "hash_seed": self.hash_seed}
 
 
 @dataclass
@@ -115,8 +130,10 @@ class Evaluation:
     outputs: RunOutputs = field(default_factory=RunOutputs)
 
 
-def scrubbed_env(spec: EnvSpec) -> dict[str, str]:
+def scrubbed_env(spec: EnvSpec, hash_seed: int | None = None) -> dict[str, str]:
     env = dict(BASE_ENV)
+    if hash_seed is not None:
+        env["PYTHONHASHSEED"] = str(hash_seed)
     env.update(spec.env_dict)
     return env
 
@@ -176,7 +193,7 @@ class Evaluator:
         self.pristine = pristine
         self.config = config
         self.runner: Runner = get_runner(spec.runner)
-        self.env = scrubbed_env(spec)
+        self.env = scrubbed_env(spec, draw_hash_seed() if config.hash_seed is None else config.hash_seed)
         self.result = InstanceResult(
             instance_id=instance.instance_id, repo=instance.repo,
             model_name_or_path=prediction.model_name_or_path, status=InstanceStatus.INVALID,
@@ -185,6 +202,7 @@ class Evaluator:
             checksums={"instance": instance.checksum(), "patch": prediction.checksum(),
                        "spec": spec.checksum()},
             cost=_number(prediction.extra.get("cost")), calls=_int(prediction.extra.get("calls")),
+            resources={"python_hash_seed": self.env["PYTHONHASHSEED"]},
         )
         self.outputs = RunOutputs(patch=prediction.model_patch or "")
         self.canaries: list[canary_mod.Canary] = []
