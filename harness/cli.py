@@ -47,6 +47,14 @@ def _repo_override(text: str) -> tuple[str, Path]:
     return name, Path(path).expanduser().resolve()
 
 
+def _cores(text: str) -> float:
+    from harness.engine.cpus import check_cap
+    try:
+        return check_cap(float(text), "--cpus")
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number of cores, got {text!r}") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="harness", description=__doc__.split("\n\n")[0])
     parser.add_argument("--version", action=VersionAction)
@@ -67,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--canary-seed", type=bounded_int(0, MAX_CANARY_SEED), metavar="N",
                         help="plant the same canaries again: each instance's seed is derived from N (default: a "
                              "fresh seed per task, or the --control run's; recorded as integrity.canary_seed)")
+    common.add_argument("--cpus", type=_cores, metavar="N",
+                        help="cap the cores each sandbox may use (default: none, the engine host's cores, as "
+                             "SWE-bench's containers; a spec's cpus: caps too, the smaller wins)")
     common.add_argument("--output-dir", type=Path, default=Path(DEFAULT_OUTPUT_DIR))
     common.add_argument("--cache-dir", type=Path,
                         help="cache directory (default: $HARNESS_CACHE_DIR or ~/.cache/harness)")
@@ -337,6 +348,7 @@ def _execute_locked(args, loaded, predictions, instances_path, predictions_arg, 
     from harness.executors import make_executor
     from harness.report import summarise_run_directory, write_json_atomic
     from harness.repos import RepoResolver
+    from harness.engine.sandbox import Limits
     from harness.runner import Preparer, RunConfig, iter_tasks
     from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry
 
@@ -373,7 +385,7 @@ def _execute_locked(args, loaded, predictions, instances_path, predictions_arg, 
                        max_workers=args.max_workers, force=args.force,
                        control_dir=getattr(args, "control", None), task_timeout=args.task_timeout,
                        registry=args.registry, label=label, prebuilt=prebuilt_source(args),
-                       canary_seed=getattr(args, "canary_seed", None))
+                       canary_seed=getattr(args, "canary_seed", None), limits=Limits(cpus=args.cpus))
     executor = make_executor(args.executor, args.max_workers, address=args.ray_address)
     # The driver's own engine: required to run locally; with a cluster the nodes have theirs.
     client = connect() if args.executor == "local" or args.cache_level != "instance" else _maybe_connect()
@@ -431,8 +443,7 @@ def _execute_locked(args, loaded, predictions, instances_path, predictions_arg, 
         from harness.imagecache.commands import prune_for_run
         prune_for_run(client, level=args.cache_level, instance_ids=run_instances, log=log)
     all_ids = [i.instance_id for i in loaded.instances] + list(input_errors)
-    summary = summarise_run_directory(run_id, model, paths.root, all_ids, results.keys(), input_errors)
-    summary["no_prediction_ids"] = sorted(without)
+    summary = summarise_run_directory(run_id, model, paths.root, all_ids, results.keys(), input_errors, without)
     summary["instances_file"] = str(instances_path)
     if dataset is not None:
         summary["dataset"] = dataset

@@ -35,6 +35,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Callable
 
+from harness.engine.cpus import CpuLimit
 from harness.engine.images import VENV
 from harness.engine.sandbox import ROOT, ExecResult, Sandbox
 from harness.errors import (ContainerDied, GradingOutcome, InfrastructureError, PatchApplyFailed, PatchRejected,
@@ -69,7 +70,6 @@ BASE_ENV = {
     "LANG": "C.UTF-8",
     "LC_ALL": "C.UTF-8",
     "TZ": "UTC",
-    "PYTHONHASHSEED": "0",
     "PYTHONDONTWRITEBYTECODE": "1",
     "PIP_NO_INDEX": "1",
     "PIP_FIND_LINKS": "/opt/harness/wheels",
@@ -77,6 +77,20 @@ BASE_ENV = {
     "GIT_CONFIG_NOSYSTEM": "1",
     "GIT_TERMINAL_PROMPT": "0",
 }
+#: String hashing as SWE-bench's runs have it: randomised, one seed per evaluation
+#: (SWE-bench sets no PYTHONHASHSEED, so each of its Python processes draws one; sympy's
+#: bin/test draws one for the child it runs the tests in). Drawn from [1, 2**32): 0 would
+#: turn the randomisation off. Set, the variable also keeps bin/test in-process, under the
+#: harness's reporter; its value is recorded (report.json ``resources.python_hash_seed``), so
+#: an outcome that depends on it can be replayed. A spec's ``env`` may fix it.
+HASH_SEEDS = 2**32
+
+
+def draw_hash_seed() -> int:
+    import secrets
+    return 1 + secrets.randbelow(HASH_SEEDS - 1)
+
+
 #: The outcome-origin plugin, for runners that are pytest.
 OUTCOME_PLUGIN_ARGS = "-p _harness_outcomes"
 
@@ -96,6 +110,7 @@ class EvalConfig:
     monitor: bool = True                # the runtime tamper monitor (audit hook)
     tree_report_limit: int = 48 * 1024 * 1024
     max_tree_changes: int = 20_000
+    hash_seed: int | None = None        # PYTHONHASHSEED of the tests; None: one drawn per evaluation
 
     def __post_init__(self) -> None:
         # a timeout below one second would time out every run and charge it to the model
@@ -110,7 +125,8 @@ class EvalConfig:
                 "restore_test_infra": self.restore_test_infra, "canaries": self.canaries,
                 **({"perturbed_run": True} if self.perturbed_run else {}),
                 "forbid_runner_internals": self.forbid_runner_internals, "monitor": self.monitor,
-                "tree_report_limit": self.tree_report_limit, "max_tree_changes": self.max_tree_changes}
+                "tree_report_limit": self.tree_report_limit, "max_tree_changes": self.max_tree_changes,
+                "hash_seed": self.hash_seed}
 
 
 @dataclass
@@ -130,8 +146,10 @@ class Evaluation:
     outputs: RunOutputs = field(default_factory=RunOutputs)
 
 
-def scrubbed_env(spec: EnvSpec) -> dict[str, str]:
+def scrubbed_env(spec: EnvSpec, hash_seed: int | None = None) -> dict[str, str]:
     env = dict(BASE_ENV)
+    if hash_seed is not None:
+        env["PYTHONHASHSEED"] = str(hash_seed)
     env.update(spec.env_dict)
     return env
 
@@ -192,7 +210,7 @@ class Evaluator:
         self.pristine = pristine
         self.config = config
         self.runner: Runner = get_runner(spec.runner)
-        self.env = scrubbed_env(spec)
+        self.env = scrubbed_env(spec, draw_hash_seed() if config.hash_seed is None else config.hash_seed)
         self.result = InstanceResult(
             instance_id=instance.instance_id, repo=instance.repo,
             model_name_or_path=prediction.model_name_or_path, status=InstanceStatus.INVALID,
@@ -201,6 +219,7 @@ class Evaluator:
             checksums={"instance": instance.checksum(), "patch": prediction.checksum(),
                        "spec": spec.checksum()},
             cost=_number(prediction.extra.get("cost")), calls=_int(prediction.extra.get("calls")),
+            resources={"python_hash_seed": self.env["PYTHONHASHSEED"]},
         )
         self.outputs = RunOutputs(patch=prediction.model_patch or "")
         self.canaries: list[canary_mod.Canary] = []
@@ -257,6 +276,7 @@ class Evaluator:
         self._phase("canaries", t)
         t = time.monotonic()
         sandbox = starting.result()
+        self.result.resources["cpus"] = sandbox.cpu.as_dict()
         self._phase("start", t)
         try:
             self._sequence(sandbox, test_patch, model_files, test_result, test_files, staged)
@@ -522,7 +542,8 @@ class Evaluator:
         ctx = RunContext(test_files=tuple(test_files), canaries=tuple(self.canaries), canary_proof=self.canary_proof,
                          reference=self.is_reference, perturbations=tuple(self.perturbations),
                          model_files=frozenset(plan.model_files), runner_project=self.spec.runner_internals_allowed,
-                         plugin_expected=expected, control_skipped=self.control_skipped, evidence=evidence)
+                         plugin_expected=expected, control_skipped=self.control_skipped, evidence=evidence,
+                         cpu=sandbox_cpu(self.result))
         judged = judge_run(self.instance, self.spec.parser, self.outputs.test_output, self.outputs.junit_xml,
                            self.result.test_exit_code, ctx, convention=self.spec.id_convention)
         if judged.infrastructure:
@@ -558,6 +579,11 @@ class Evaluator:
         r.f2p_failure, r.p2p_failure = list(verdict.f2p_failure), list(verdict.p2p_failure)
         r.f2p_success, r.p2p_success = [], []
         r.error_reason, r.error_detail = reason, detail[-4000:]
+
+
+def sandbox_cpu(result: InstanceResult) -> CpuLimit | None:
+    """The cores the result's sandbox had, as report.json recorded them."""
+    return CpuLimit.from_dict(result.resources.get("cpus"))
 
 
 def _number(value) -> float | None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from harness.control import apply_control, recorded_facts
 from harness.errors import InputError
-from harness.evaluation import settle_origin, test_files_of
+from harness.evaluation import sandbox_cpu, settle_origin, test_files_of
 from harness.grading.status import ErrorReason, InstanceStatus
 from harness.instances import parse_instance
 from harness.integrity.canaries import Canary
@@ -77,7 +77,8 @@ def regrade_run(run_dir: Path) -> dict:
                              model_files=frozenset(result.integrity_details.get("model_files") or ()),
                              runner_project=not forbid, plugin_expected=expected and evidence is not None,
                              control_skipped=frozenset((control or {}).get("skipped") or ()),
-                             evidence=parse_evidence(evidence, read("events.jsonl")) if evidence else None)
+                             evidence=parse_evidence(evidence, read("events.jsonl")) if evidence else None,
+                             cpu=sandbox_cpu(result))
             apply_judgement(result, judge_run(instance, parser, output, read("results.xml"),
                                               result.test_exit_code, ctx,
                                               convention=result.id_convention or "pytest"))
@@ -103,9 +104,11 @@ def regrade_run(run_dir: Path) -> dict:
     summary = summarise(old.get("run_id", run_dir.name), old.get("model_name_or_path", ""),
                         sorted(total), results, input_errors,
                         old.get("empty_patch_ids", []))
-    for key in ("no_prediction_ids", "instances_file", "predictions"):
+    for key in ("instances_file", "predictions"):
         if key in old:
             summary[key] = old[key]
+    if "no_prediction_ids" in old:
+        summary["no_prediction_ids"] = sorted(set(old["no_prediction_ids"]) - set(summary["submitted_ids"]))
     summary["regraded_changed_ids"] = sorted(set(changed))
     write_json_atomic(summary_path, summary)
     return summary

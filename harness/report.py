@@ -4,7 +4,7 @@
 ``report.json``: SWE-bench's per-instance keys (``patch_is_None, patch_exists,
 patch_successfully_applied, resolved, tests_status``) plus this harness's (``status,
 f2p_rate, p2p_rate, missing, error_reason, error_origin, integrity, timings, image,
-checksums, commands, exception, attempts``).
+checksums, commands, exception, attempts, resources``).
 
 :func:`summarise` builds ``summary.json`` with SWE-bench's run-report keys plus
 ``invalid_ids`` and ``error_reasons``.
@@ -83,6 +83,8 @@ class InstanceResult:
     id_convention: str = ""
     #: the node that evaluated it (host name, or the cluster node's name)
     node: str = ""
+    #: what the sandbox was given: ``cpus`` (harness.engine.cpus.CpuLimit.as_dict)
+    resources: dict[str, Any] = field(default_factory=dict)
 
     @property
     def error_origin(self) -> str | None:
@@ -126,6 +128,7 @@ class InstanceResult:
             "calls": self.calls,
             "collected": self.collected,
             "node": self.node,
+            "resources": self.resources,
             "harness_version": __version__,
             "schema_version": SCHEMA_VERSION,
         }
@@ -161,8 +164,15 @@ class InstanceResult:
             cost=data.get("cost"), calls=data.get("calls"), collected=data.get("collected", []),
             origin=origin if reason and origin != ErrorReason(reason).origin else None,
             runner=parser.get("runner", ""), id_convention=parser.get("id_convention", ""),
-            node=data.get("node") or "",
+            node=data.get("node") or "", resources=dict(data.get("resources") or {}),
         )
+
+
+#: The id lists of ``summary.json`` that never share an id with ``resolved_ids`` (what
+#: :func:`summarise` and :func:`summarise_run_directory` guarantee, and all a reader may
+#: require). ``empty_patch_ids`` may share ids with it: an empty patch is graded like any
+#: other, and it resolves where the dataset's FAIL_TO_PASS tests already pass without the fix.
+DISJOINT_FROM_RESOLVED = ("unresolved_ids", "error_ids", "invalid_ids", "no_prediction_ids")
 
 
 def summarise(run_id: str, model: str, total_ids: Iterable[str], results: Iterable[InstanceResult],
@@ -280,10 +290,13 @@ def iter_run_results(root: Path) -> Iterator[SlimResult]:
 
 
 def summarise_run_directory(run_id: str, model: str, root: Path, set_ids: Iterable[str],
-                            fresh_keys: Iterable[tuple[str, int | None]], input_errors: dict[str, str]) -> dict[str, Any]:
+                            fresh_keys: Iterable[tuple[str, int | None]], input_errors: dict[str, str],
+                            without_prediction: Iterable[str] = ()) -> dict[str, Any]:
     """``summary.json`` over every graded instance in the run directory (earlier
     sittings included), read from disk; ``this_invocation`` reports the tasks just run
-    (``fresh_keys``: their (instance id, attempt))."""
+    (``fresh_keys``: their (instance id, attempt)). ``no_prediction_ids`` are the set's
+    instances without a prediction (``without_prediction``) and without a result in the
+    directory: one an earlier sitting graded is counted by that result."""
     results = sorted(iter_run_results(root), key=lambda r: (r.instance_id, r.attempt or 0))
     fresh = set(fresh_keys)
     now_results = [r for r in results if (r.instance_id, r.attempt) in fresh]
@@ -297,6 +310,7 @@ def summarise_run_directory(run_id: str, model: str, root: Path, set_ids: Iterab
         "total_instances", "submitted_instances", "resolved_instances", "error_instances", "submitted_ids",
         "resolved_ids", "unresolved_ids", "error_ids")}
     summary["graded_in_directory"] = len(results)
+    summary["no_prediction_ids"] = sorted(set(without_prediction) - set(summary["submitted_ids"]))
     return summary
 
 

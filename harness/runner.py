@@ -237,7 +237,7 @@ class TaskEvaluator:
                                           pristine_repo.paths, control_skipped, plan)
                     evaluation = evaluator.run(lambda: self.backend.start(
                         prepared.image.tag, instance.instance_id, hosts=prepared.spec.service_hosts,
-                        net_admin=prepared.spec.needs_net_admin, task=request.token))
+                        net_admin=prepared.spec.needs_net_admin, task=request.token, cpus=prepared.spec.cpus))
             return evaluator, evaluation
 
         try:

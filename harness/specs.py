@@ -57,7 +57,7 @@ _FIELDS = {
     "timeout", "test_directives", "setup_files", "runner_internals_allowed", "runner", "id_convention",
     "interpreter", "installer", "build_requires", "install_extras", "compiler", "reinstall_timeout",
     "compiled_sources", "submodules", "resolve_as_of", "downloads", "yield_to_tree", "build_inputs",
-    "rebuild_in_place", "canaries",
+    "rebuild_in_place", "canaries", "cpus",
 }
 #: Fields that are lists of strings: a version entry may extend them with ``<name>+``.
 _LIST_FIELDS = {"apt_packages", "requirements", "pre_install", "installer", "build_requires", "install_extras",
@@ -168,6 +168,8 @@ class EnvSpec:
     (harness/integrity/rebuild.py decides when it does). ``build_inputs`` are
     further files (path globs) the install builds from, e.g. a module it generates C
     from: an instance whose tree changes one is rebuilt, never an earlier one reused as is.
+    ``cpus`` caps the cores the tests may use (a CFS quota; None: the engine host's cores,
+    as SWE-bench's containers; with the run's ``--cpus`` the smaller wins).
     """
 
     repo: str
@@ -211,6 +213,8 @@ class EnvSpec:
     #: at most this many canaries per run (0: none) for the repository, below the run's own
     #: setting (harness/integrity/canaries); None: the run's setting
     canaries: int | None = None
+    #: a cap on the cores of the sandbox (harness/engine/cpus.py); None: the engine host's
+    cpus: float | None = None
     #: the file and entry this spec came from (named in errors; not part of the checksum)
     source: str = field(default="", compare=False)
 
@@ -437,6 +441,11 @@ def _build(repo: str, version: str, merged: dict, source: str) -> EnvSpec:
     if canaries is not None and (not isinstance(canaries, int) or isinstance(canaries, bool) or canaries < 0):
         raise fail("canaries", f"must be a whole number of canaries (0 turns them off), got {canaries!r}")
     runner, parser, convention = _runner_fields(merged, fail)
+    from harness.engine.cpus import check_cap
+    try:
+        cpus = check_cap(merged.get("cpus"), "cpus")
+    except ValueError as exc:
+        raise fail("cpus", str(exc).split(": ", 1)[1]) from None
     return EnvSpec(
         repo=repo, version=version, python=python,
         apt_packages=str_list("apt_packages"), requirements=str_list("requirements"),
@@ -456,7 +465,7 @@ def _build(repo: str, version: str, merged: dict, source: str) -> EnvSpec:
         compiled_sources=str_list("compiled_sources") if merged.get("compiled_sources") else DEFAULT_COMPILED_SOURCES,
         submodules=submodules, resolve_as_of=as_of, downloads=tuple(downloads),
         yield_to_tree=str_list("yield_to_tree"), build_inputs=str_list("build_inputs"), canaries=canaries,
-        source=source,
+        cpus=cpus, source=source,
     )
 
 

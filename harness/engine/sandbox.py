@@ -8,8 +8,9 @@ SWE-ReX's deployment/runtime split: the evaluation code only sees the
 Every container: ``network_mode=none``; every capability dropped except the few the
 harness's root set-up needs (:data:`SETUP_CAPS`: chown, bypassing file permissions to
 restore and seal files, set*id to start commands as other users, kill; plus NET_ADMIN
-for a spec service that asks for it); ``no-new-privileges``; pids, memory and CPU
-limits; a capped log; a read-only root filesystem. Commands run as the unprivileged
+for a spec service that asks for it); ``no-new-privileges``; pids and memory limits, and a CPU quota only where the run or the
+spec caps the cores (by default a sandbox sees the engine host's cores, as SWE-bench's
+containers do: harness/engine/cpus.py); a capped log; a read-only root filesystem. Commands run as the unprivileged
 harness user (uid 1000, no effective capability) unless the harness asks for root, and
 the harness's root steps start everything of the model through ``setpriv`` with an
 empty bounding set. Writable places are size-limited tmpfs volumes, both root-owned:
@@ -42,6 +43,7 @@ import docker
 from docker.errors import APIError, NotFound
 from docker.types import Mount
 
+from harness.engine.cpus import CpuLimit, cpu_limit
 from harness.errors import ContainerDied, InfrastructureError
 
 LABEL_RUN = "org.harness.run-id"
@@ -65,7 +67,8 @@ class Limits:
     """Resource limits of one sandbox. Sizes in bytes, cpus in cores, pids a count."""
 
     memory: int = 4 * 1024**3
-    cpus: float = 1.0
+    #: a cap on the cores of every sandbox (a CFS quota); None: no quota, the engine host's cores
+    cpus: float | None = None
     pids: int = 512
     testbed_size: int = 2 * 1024**3
     io_size: int = 256 * 1024**2
@@ -113,6 +116,8 @@ class Sandbox(Protocol):
                          env: dict[str, str] | None = None) -> None: ...
 
     privileged_setup: bool
+    #: the cores the sandbox may use (recorded in report.json)
+    cpu: CpuLimit
 
     def put_files(self, directory: str, files: dict[str, "bytes | FileEntry"], mode: int = 0o644,
                   owner: int = 1000) -> None: ...
@@ -140,10 +145,24 @@ class DockerBackend:
         self.limits = limits or Limits()
         #: set when the run is stopping: start() refuses, so nothing outlives the cleanup
         self.stopped = False
+        self._engine_cores: int | None = None
+
+    def engine_cores(self) -> int | None:
+        """The engine host's cores (what a sandbox without a quota sees); None if the engine does not say."""
+        if self._engine_cores is None:
+            try:
+                cores = self.client.info().get("NCPU")
+            except (docker.errors.DockerException, OSError, ValueError):
+                return None
+            self._engine_cores = cores if isinstance(cores, int) and cores > 0 else None
+        return self._engine_cores
 
     def start(self, image: str, name_hint: str = "", *, hosts: dict[str, str] | None = None,
-              net_admin: bool = False, task: str = "") -> "DockerSandbox":
+              net_admin: bool = False, task: str = "", cpus: float | None = None) -> "DockerSandbox":
         """Create and start a sandbox. Raises InfrastructureError on engine failures.
+
+        ``cpus``: the spec's cap on the cores (harness/engine/cpus.py: with the run's
+        ``Limits.cpus``, the smaller wins; neither: the engine host's cores).
 
         ``hosts`` are extra /etc/hosts entries (names of local stand-in services).
         ``net_admin``: the container's root may configure its (network-less) network
@@ -163,6 +182,7 @@ class DockerBackend:
         if self.node:
             labels[LABEL_NODE] = self.node
         limits = self.limits
+        cpu = cpu_limit(limits.cpus, cpus, self.engine_cores())
         volumes = []
         mounts = []
         try:
@@ -183,7 +203,7 @@ class DockerBackend:
                 sysctls={"net.ipv4.ip_unprivileged_port_start": "0"},
                 network_mode="none", cap_drop=["ALL"], security_opt=["no-new-privileges"],
                 pids_limit=limits.pids, mem_limit=limits.memory, memswap_limit=limits.memory,
-                nano_cpus=int(limits.cpus * 1e9), read_only=True, mounts=mounts,
+                nano_cpus=cpu.nano_cpus or None, cpu_shares=cpu.shares, read_only=True, mounts=mounts,
                 # exec: Docker's tmpfs default is noexec, and builds run what they compile
                 # there (a rebuild's compiler checks, e.g. scikit-learn's); no new privilege
                 tmpfs={"/tmp": f"size={limits.tmp_size},mode=1777,nosuid,nodev,exec"},
@@ -196,7 +216,7 @@ class DockerBackend:
                 _quiet_remove_volume(self.client, vol.name)
             raise InfrastructureError(f"starting a container from {image} failed: "
                                       f"{exc.explanation or exc}") from None
-        return DockerSandbox(self.client, container, [v.name for v in volumes], self.user, True)
+        return DockerSandbox(self.client, container, [v.name for v in volumes], self.user, True, cpu)
 
     def _scope(self) -> dict[str, str]:
         return {LABEL_RUN_DIR: self.run_dir} if self.run_dir else {LABEL_RUN: self.run_id}
@@ -235,7 +255,8 @@ def remove_labelled(client: docker.DockerClient, labels: dict[str, str]) -> int:
 
 class DockerSandbox:
     def __init__(self, client: docker.DockerClient, container, volume_names: list[str],
-                 default_user: str = "1000:1000", privileged_setup: bool = False) -> None:
+                 default_user: str = "1000:1000", privileged_setup: bool = False,
+                 cpu: CpuLimit | None = None) -> None:
         self.client = client
         self.container = container
         self.id = container.id
@@ -243,6 +264,7 @@ class DockerSandbox:
         self.default_user = default_user
         #: root in this container holds SETUP_CAPS (and NET_ADMIN when a service asked)
         self.privileged_setup = privileged_setup
+        self.cpu = cpu or CpuLimit(None, None)
 
     def start_background(self, argv: list[str], *, user: str, workdir: str = "/tmp",
                          env: dict[str, str] | None = None) -> None:

@@ -113,9 +113,9 @@ def parse_evidence(launcher_json: bytes | None, events: bytes | None) -> Evidenc
         elif kind == "event" and len(ev.events) < 2000:
             ev.events.append(record)
         elif kind == "report" and isinstance(test_id, str):
-            ev.reports.setdefault(test_id[:4096], {})[str(record.get("when"))] = record
+            ev.reports.setdefault(node_id(test_id[:4096]), {})[str(record.get("when"))] = record
         elif kind == "raised" and isinstance(test_id, str):
-            ev.raised.setdefault(test_id[:4096], []).append(record)
+            ev.raised.setdefault(node_id(test_id[:4096]), []).append(record)
         elif kind == "session":
             ev.session = record
         elif kind == "results_file":
@@ -123,6 +123,19 @@ def parse_evidence(launcher_json: bytes | None, events: bytes | None) -> Evidenc
     if bad:
         ev.notes.append(f"{bad} evidence lines were not JSON objects")
     return ev
+
+
+def node_id(reported: str) -> str:
+    """A test id as the outcome plugin reported it, spelled as the results file spells it.
+
+    pytest before 4 puts a node for the class instance, named ``()``, between a class and
+    its methods (``path::Class::()::test``, nested: ``path::A::()::B::()::test``); its own
+    JUnit writer leaves that node out, and so do pytest 4 and later. Only the path part
+    counts: a parametrisation (``[...]``) is kept as it is."""
+    head, bracket, params = reported.partition("[")
+    if "::()" not in head:
+        return reported
+    return "::".join(part for part in head.split("::") if part != "()") + bracket + params
 
 
 def relative(path: str, testbed: str = "/testbed/") -> str | None:

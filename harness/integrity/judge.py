@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from harness.engine.cpus import CpuLimit, skipped_under_cap
 from harness.errors import last_error_line
 from harness.grading.conventions import IdKind, get_convention, map_results
 from harness.grading.grade import Grade, TestLists, grade
@@ -60,6 +61,8 @@ class RunContext:
     control_skipped: frozenset[str] = frozenset()
     evidence: Evidence | None = None
     extra_flags: list[str] = field(default_factory=list)
+    #: the cores the sandbox had (report.json ``resources.cpus``)
+    cpu: CpuLimit | None = None
 
 
 def judge_run(instance: Instance, parser_name: str, output: str, junit_xml: bytes | None,
@@ -149,6 +152,10 @@ def judge_run(instance: Instance, parser_name: str, output: str, junit_xml: byte
     outcomes = {t: statuses[t].value for t in graded if statuses.get(t) in (TestStatus.SKIPPED, TestStatus.XFAIL)}
     if outcomes:
         details["skipped_or_xfailed"] = dict(list(outcomes.items())[:500])
+    capped = skipped_under_cap(ctx.cpu, (t for t in graded if statuses.get(t) is TestStatus.SKIPPED))
+    if capped:
+        flags.append("skipped_under_cpu_cap")
+        details["skipped_under_cpu_cap"] = capped
     if ignored:
         flags.append("dataset_ids_ignored")
         details["ignored_test_ids"] = ignored

@@ -27,6 +27,7 @@ from urllib.parse import quote
 
 from harness import stats
 from harness.errors import InputError
+from harness.report import DISJOINT_FROM_RESOLVED
 from harness.results._io import expect_dict, id_list, optional, read_json, str_list
 
 __all__ = ["INFRA_ORIGINS", "SAFE_ID", "INSTANCE_PAGE", "page_path", "InstanceEvidence", "InstanceFigures", "InstanceOutcome", "RunData",
@@ -307,7 +308,7 @@ def load_run(run_dir: str | os.PathLike[str], *, strict: bool = True) -> RunData
     lists = {key: id_list(summary, key, summary_path, required=True) for key in _REQUIRED_ID_LISTS}
     lists.update({key: id_list(summary, key, summary_path, required=False) for key in _OPTIONAL_ID_LISTS})
     resolved_ids = set(lists["resolved_ids"])
-    for key in ("unresolved_ids", "empty_patch_ids", "error_ids", "invalid_ids", "no_prediction_ids"):
+    for key in DISJOINT_FROM_RESOLVED:
         both = sorted(resolved_ids & set(lists[key]))
         if both:
             raise InputError(f"ids also listed in resolved_ids: {', '.join(both)}", source=str(summary_path), field=key)

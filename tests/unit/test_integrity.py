@@ -9,7 +9,7 @@ import pytest
 
 from harness.grading.grade import TestLists, grade
 from harness.grading.status import ErrorReason, InstanceStatus, TestStatus
-from harness.integrity.evidence import judge_evidence, parse_evidence, plugin_status
+from harness.integrity.evidence import code_raised, judge_evidence, node_id, parse_evidence, plugin_status
 from harness.integrity.plan import make_plan, project_modules, find_tests_root
 from harness.integrity.scan import TAMPER, added_findings, findings
 from harness.integrity.tree import MalformedTreeReport, TreeChange, TreeTruth, disagreement, parse_tree_report
@@ -174,6 +174,38 @@ def test_evidence_judgement_seal_provenance_monitor_and_reports():
     runner_project = judge_evidence(parse_evidence(json.dumps(launcher).encode(), events), {}, (),
                                     frozenset({"pkg/m.py"}), True, True, True)
     assert "gc.get_objects" not in (runner_project.tampered or "")
+
+
+def test_pytest3_instance_nodes_in_plugin_ids_match_the_results_file():
+    """pytest < 4 reports ``path::Class::()::test``; its JUnit file (and every later pytest)
+    says ``path::Class::test``: the same test, graded once, never 'runner reported nothing'."""
+    launcher = {"tests": {"exit_code": 0}}
+    graded = ("t.py::TestA::test_x", "t.py::TestA::TestB::test_y[a::()::b]", "t.py::test_plain")
+    events = _events({"k": "boot"},
+                     {"k": "report", "id": "t.py::TestA::()::test_x", "when": "call", "outcome": "passed"},
+                     {"k": "report", "id": "t.py::TestA::()::TestB::()::test_y[a::()::b]", "when": "call",
+                      "outcome": "failed"},
+                     {"k": "report", "id": "t.py::test_plain", "when": "call", "outcome": "passed"},
+                     {"k": "raised", "id": "t.py::TestA::()::test_z", "when": "call", "exc": "Skipped",
+                      "files": ["/testbed/pkg/m.py"]})
+    ev = parse_evidence(json.dumps(launcher).encode(), events)
+    assert sorted(ev.reports) == sorted(graded)
+    assert code_raised(ev, frozenset({"pkg/m.py"})) == {"t.py::TestA::test_z"}
+    verdict = judge_evidence(ev, dict(zip(graded, (P, F, P))), graded, frozenset(), True, False, True)
+    assert verdict.ambiguous is None and "results_disagree_with_runner" not in verdict.flags
+    # a real disagreement is still one
+    verdict = judge_evidence(ev, dict(zip(graded, (P, P, P))), graded, frozenset(), True, False, True)
+    assert "t.py::TestA::TestB::test_y[a::()::b]: results PASSED, runner FAILED" in verdict.ambiguous
+
+
+@pytest.mark.parametrize("reported, expected", [
+    ("a.py::T::()::t", "a.py::T::t"),
+    ("a.py::T::()::U::()::t[x]", "a.py::T::U::t[x]"),
+    ("a.py::t[::()::]", "a.py::t[::()::]"),
+    ("a.py::T::t", "a.py::T::t"),
+])
+def test_node_id_drops_only_pytest3_instance_nodes(reported, expected):
+    assert node_id(reported) == expected
 
 
 def test_evidence_reader_is_bounded_and_tolerant():

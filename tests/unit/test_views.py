@@ -322,3 +322,80 @@ def test_a_malformed_report_is_shown_not_fatal(tmp_path):
     assert written.instance_pages == 3
     html = (run / "report.html").read_text()
     assert "UNREADABLE" in html and "report not readable" in html
+
+
+# ------------------------------------------------------------- every summary the harness writes
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from harness.grading.status import ErrorReason, InstanceStatus  # noqa: E402
+from harness.report import DISJOINT_FROM_RESOLVED, InstanceResult, summarise_run_directory, write_json_atomic  # noqa: E402
+from harness.results.run_data import load_run  # noqa: E402
+
+_POOL = [f"o__r-{n}" for n in range(1, 7)]
+_VERDICT = st.one_of(st.sampled_from([(InstanceStatus.FULL, None), (InstanceStatus.PARTIAL, None),
+                                      (InstanceStatus.NO, None)]),
+                     st.tuples(st.just(InstanceStatus.INVALID), st.sampled_from(list(ErrorReason))))
+
+
+@st.composite
+def _graded(draw, instance_id: str, attempt: int | None) -> InstanceResult:
+    """A result as grading leaves it: only FULL resolves, only INVALID carries a reason (its
+    origin possibly moved by the evidence), any patch may be the empty one."""
+    status, reason = draw(_VERDICT)
+    empty = draw(st.booleans())
+    return InstanceResult(instance_id=instance_id, repo="o/r", model_name_or_path="m", status=status,
+                          resolved=status is InstanceStatus.FULL, attempt=attempt, error_reason=reason,
+                          origin=draw(st.sampled_from([None, "model", "instance", "harness"])) if reason else None,
+                          patch_exists=not empty, patch_is_None=empty and draw(st.booleans()),
+                          f2p_success=["t::f"] if status is InstanceStatus.FULL else [],
+                          f2p_failure=[] if status is InstanceStatus.FULL else ["t::f"],
+                          timings={"total": 1.0})
+
+
+@st.composite
+def _run_directory(draw):
+    """What earlier sittings left in a run directory, and what the last sitting was asked:
+    its instance set, the instances it had no prediction for, the records it refused, and
+    the results it graded itself."""
+    on_disk: dict[tuple[str, int | None], InstanceResult] = {}
+    for instance_id in _POOL:
+        layout = draw(st.sampled_from(["none", "flat", "attempts"]))
+        attempts = [None] if layout == "flat" else list(range(1, draw(st.integers(1, 3)) + 1))
+        for attempt in attempts if layout != "none" else []:
+            on_disk[(instance_id, attempt)] = draw(_graded(instance_id, attempt))
+    set_ids = draw(st.lists(st.sampled_from(_POOL), unique=True))
+    refused = draw(st.lists(st.sampled_from(set_ids), unique=True)) if set_ids else []
+    without = [i for i in set_ids if i not in refused and draw(st.booleans())]
+    graded_now = [i for i in set_ids if i not in refused and i not in without]
+    for instance_id in graded_now:  # a sitting grades (or reuses) every instance it has a prediction for
+        if not any(key[0] == instance_id for key in on_disk):
+            on_disk[(instance_id, None)] = draw(_graded(instance_id, None))
+    fresh = [key for key in on_disk if key[0] in graded_now]
+    return on_disk, set_ids, {i: f"record {i!r}, field 'repo': bad" for i in refused}, without, fresh
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(_run_directory())
+def test_every_summary_the_harness_writes_renders(tmp_path_factory, drawn):
+    """The pages (and the strict reader the comparisons use) accept every summary
+    summarise_run_directory can write: an empty patch that resolves, a result from an earlier
+    sitting for an instance this sitting had no prediction for or refused, attempts."""
+    on_disk, set_ids, input_errors, without, fresh = drawn
+    root = tmp_path_factory.mktemp("run")
+    for (instance_id, attempt), result in on_disk.items():
+        where = root / instance_id / ("" if attempt is None else f"attempt-{attempt}")
+        where.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(where / "report.json", result.to_report())
+    summary = summarise_run_directory("r", "m", root, [*set_ids, *input_errors], fresh, input_errors, without)
+    write_json_atomic(root / "summary.json", summary)
+    resolved = set(summary["resolved_ids"])
+    assert all(not resolved & set(summary[key]) for key in DISJOINT_FROM_RESOLVED), summary
+    run = load_run(root)
+    assert set(run.outcomes) >= {i for i, _ in on_disk} | set(set_ids) | set(input_errors)
+    # a result an earlier sitting left for a record this sitting refused is an error now: said, not hidden
+    assert {w.split(":")[0] for w in run.warnings if "disagree" in w} <= set(input_errors), run.warnings
+    site = write_run_pages(root)
+    assert site.page.is_file() and not site.failed_pages
+    assert site.instance_pages + site.unchanged_pages == len(on_disk)
