@@ -416,7 +416,7 @@ class Evaluator:
                 details["patch_references_test_runner"] = runner[:20]
 
     def _launch_plan(self, layout: steps.Layout, plan: Plan, test_result: TestPatchResult,
-                     staged: dict[str, tuple[bytes, int]], command: str, env: dict[str, str], timeout: int) -> dict:
+                     staged: dict[str, tuple[bytes, int]], command: str, timeout: int, bootstrap: dict) -> dict:
         spec = self.spec
         services = [{"name": s.name, "setup": list(s.setup), "command": s.command, "ready": list(s.ready),
                      "ready_timeout": s.ready_timeout,
@@ -432,8 +432,9 @@ class Evaluator:
             # a failed rebuild is graded, the old binaries are never tested
             reinstall = {"argv": ["/bin/bash", "-c", spec.reinstall_command], "env": self.env,
                          "timeout": spec.reinstall_timeout, "required": True}
-        tests = {"argv": ["/bin/bash", "-c", command], "env": env, "timeout": timeout, "run_dir": layout.run_dir,
-                 "results_name": steps.RESULTS_NAME, "results_limit": self.config.junit_limit}
+        tests = {"argv": ["/bin/bash", "-c", command], "env": self.env, "timeout": timeout, "run_dir": layout.run_dir,
+                 "results_name": steps.RESULTS_NAME, "results_limit": self.config.junit_limit,
+                 "bootstrap": bootstrap}
         return steps.launch_plan(layout, plan, sorted({*plan.delete, *test_result.deleted}), staged, services,
                                  reinstall, tests, self.config.setup_timeout, BASE_ENV)
 
@@ -444,16 +445,16 @@ class Evaluator:
         results_path = f"{layout.run_dir}/{steps.RESULTS_NAME}"
         plugin = self.config.monitor and is_pytest(self.spec)
         command = build_test_command(self.spec, test_patch, results_path, plugin)
-        env = steps.test_env(self.env, results_path if is_pytest(self.spec) else None, self.config.monitor)
-        launch = self._launch_plan(layout, plan, test_result, staged, command, env, timeout)
+        launch = self._launch_plan(layout, plan, test_result, staged, command, timeout,
+                                   steps.bootstrap(results_path, self.config.monitor))
         sandbox.put_files(steps.IO_DIR, steps.plan_file(layout, launch))
         argv = steps.launcher_argv(layout)
         self.bare_call = {"argv": env_argv(self.env, ["/bin/bash", "-c", build_test_command(
             self.spec, test_patch, results_path)]), "user": "1000:1000", "workdir": steps.TESTBED}
         # ...and with the bootstrap, the monitor and the plugin, as the launcher runs it
-        self.monitored_call = {"argv": env_argv({**env, "HARNESS_EVIDENCE_FD": "9"}, [
-            "/bin/bash", "-c", f"exec 9>>/tmp/.bench-events; {command}"]), "user": "1000:1000",
-            "workdir": steps.TESTBED}
+        self.monitored_call = {"argv": steps.tests_only_argv(
+            {"tests": launch["tests"], "testbed": steps.TESTBED, "out_dir": "/tmp/.bench-out", "user": launch["user"]}),
+            "user": ROOT, "workdir": steps.TESTBED}
         deadline = timeout + self.config.setup_timeout + 60 + sum(
             s.ready_timeout + self.config.setup_timeout * len(s.setup) for s in self.spec.services) + (
             self.spec.reinstall_timeout if launch["reinstall"] else 0)

@@ -18,12 +18,18 @@ The plan (root-only, removed once read) says, in order:
 4. ``services``: set-up steps as root, then each service as the service user; waits until
    their addresses accept;
 5. ``tests``: the test command as the test user, output streamed to this exec's stdout,
-   under the timeout; the evidence file is inherited as an fd the test user cannot open
-   by path; afterwards every process of the test user is killed;
+   under the timeout, with the harness's bootstrap active (``tests.bootstrap``: the
+   activation file and the evidence socket, ``evidence_channel.py``) for exactly as long
+   as it runs; afterwards every process of the test user is killed and what they sent is
+   collected into the output directory;
 6. the sealed files are hashed again; the results file is copied (no symlinks, regular
    files only, capped) into the root-owned output directory with ``evidence.json``.
 
 Stdout carries the tests' output only. Runs on any Python >= 3.6.
+
+    /usr/bin/python3 -I -S /harness/trusted/launcher.py --tests-only '{"tests": ..., "testbed": ...}'
+
+runs step 5 alone in an already prepared sandbox (benchmarks/overhead.py times it).
 """
 
 import hashlib
@@ -36,6 +42,9 @@ import stat
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # root's trusted directory
+import evidence_channel  # noqa: E402
 
 TAIL = 4000
 DROP = ["/usr/bin/setpriv", "--reuid={uid}", "--regid={gid}", "--clear-groups", "--bounding-set=-all",
@@ -189,11 +198,11 @@ def kill_user(uid):
         time.sleep(0.02)
 
 
-def run_group(argv, cwd, env, timeout, stdout, stderr, pass_fds=()):
+def run_group(argv, cwd, env, timeout, stdout, stderr):
     """Run argv in its own session; kill the whole group at the deadline."""
     started = time.monotonic()
     proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL,
-                            start_new_session=True, pass_fds=pass_fds)
+                            start_new_session=True)
     timed_out = False
     try:
         proc.wait(timeout=timeout)
@@ -297,7 +306,47 @@ def copy_results(plan, record):
     record["results"] = info
 
 
+def run_tests(tests, testbed, out_dir, uid, gid, events_limit, record):
+    """Step 5: the test command as the test user with the bootstrap active, then every
+    process of the test user killed; ``record["tests"]`` and ``record["channel"]``."""
+    boot = tests.get("bootstrap")
+    collector = None
+    if boot:
+        collector = evidence_channel.Collector(boot["socket"], os.path.join(out_dir, "events.jsonl"), uid, gid,
+                                               events_limit)
+        collector.start()
+        evidence_channel.activate(boot["activation"], {
+            "uid": uid, "socket": boot["socket"], "testbed": testbed, "results": boot.get("results"),
+            "monitor": bool(boot.get("monitor"))})
+    sys.stdout.flush()
+    try:
+        res = run_group(as_user(uid, gid, env_argv(tests["env"], tests["argv"])), testbed, None, tests["timeout"],
+                        None, None)
+    finally:
+        if boot:
+            evidence_channel.deactivate(boot["activation"])
+    res.update(phase="tests", argv=tests["argv"])
+    record["tests"] = res
+    kill_user(uid)
+    if collector is not None:
+        record["channel"] = collector.stop()
+        record["events_truncated"] = record["channel"]["truncated"]
+
+
+def tests_only(text):
+    """``--tests-only JSON``: step 5 alone, for a sandbox the harness prepared."""
+    spec = json.loads(text)
+    os.makedirs(spec["out_dir"], mode=0o700, exist_ok=True)
+    record = {}
+    run_tests(spec["tests"], spec["testbed"], spec["out_dir"], spec["user"][0], spec["user"][1],
+              spec.get("events_limit", 16 << 20), record)
+    sys.stdout.flush()
+    return 0 if (record["tests"]["exit_code"] or 0) == 0 else record["tests"]["exit_code"] or 1
+
+
 def main():
+    if sys.argv[1] == "--tests-only":
+        sys.exit(tests_only(sys.argv[2]))
     plan_path = sys.argv[1]
     with open(plan_path) as handle:
         plan = json.load(handle)
@@ -360,21 +409,10 @@ def main():
         tests = plan["tests"]
         os.mkdir(tests["run_dir"], 0o700)
         os.chown(tests["run_dir"], uid, gid)
-        events = os.open(os.path.join(out_dir, "events.jsonl"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        env = dict(tests["env"], HARNESS_EVIDENCE_FD=str(events))
-        sys.stdout.flush()
-        res = run_group(as_user(uid, gid, env_argv(env, tests["argv"])), testbed, None, tests["timeout"],
-                        None, None, pass_fds=(events,))
-        os.close(events)
-        res.update(phase="tests", argv=tests["argv"])
-        record["tests"] = res
-        kill_user(uid)
-        # the test user may have filled /harness (a tmpfs): cap the evidence first, then copy the
-        # results out of the test user's directory and remove it, so evidence.json fits
-        events_path = os.path.join(out_dir, "events.jsonl")
-        if os.path.getsize(events_path) > plan.get("events_limit", 16 << 20):
-            os.truncate(events_path, plan.get("events_limit", 16 << 20))
-            record["events_truncated"] = True
+        run_tests(tests, testbed, out_dir, uid, gid, plan.get("events_limit", 16 << 20), record)
+        # the test user may have filled /harness (a tmpfs): the evidence is capped as it is
+        # collected; copy the results out of the test user's directory and remove it, so
+        # evidence.json fits
         try:
             copy_results(plan, record)
         except OSError as exc:

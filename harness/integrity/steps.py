@@ -3,7 +3,10 @@
 Layout of ``/harness`` (a root-owned tmpfs) during one evaluation::
 
     TRUSTED_DIR                  root, 0755 (harness.incontainer.TRUSTED_DIR, under /harness): prepare.py,
-                                 launcher.py, py/ (bootstrap, monitor, plugin, reporter), files 0444
+                                 launcher.py, evidence_channel.py, py/ (bootstrap, monitor, plugin,
+                                 reporter), files 0444
+    ACTIVATION                   root, 0644, while the test command runs (harness.incontainer.ACTIVATION)
+    /harness/evidence.sock       root, group of the test user, 0620, while the test command runs
     /harness/in-<token>/         test user, 0700: request.json, model.diff (removed once applied)
     /harness/plan-<token>/       root, 0700: files/ (the test files to install), plan.json (removed once read)
     /harness/run-<token>/        test user, 0700, made just before the tests: the runner's results file
@@ -29,7 +32,7 @@ from harness.engine.sandbox import FileEntry
 
 IO_DIR = "/harness"
 TRUSTED = incontainer.TRUSTED_DIR
-BOOTSTRAP_DIR = incontainer.PY_DIR
+EVIDENCE_SOCKET = f"{IO_DIR}/evidence.sock"
 SYSTEM_PYTHON = "/usr/bin/python3"
 TESTBED = "/testbed"
 TEST_UID = 1000
@@ -135,20 +138,21 @@ def launcher_argv(layout: Layout) -> list[str]:
     return [SYSTEM_PYTHON, "-I", "-S", f"{TRUSTED}/launcher.py", f"{layout.plan_dir}/plan.json"]
 
 
+def tests_only_argv(spec: dict) -> list[str]:
+    """The launcher's test step alone (``--tests-only``), for a sandbox already prepared."""
+    return [SYSTEM_PYTHON, "-I", "-S", f"{TRUSTED}/launcher.py", "--tests-only", json.dumps(spec)]
+
+
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def test_env(base: dict[str, str], results_path: str | None, monitor: bool) -> dict[str, str]:
-    """The test command's environment: the bootstrap directory first on PYTHONPATH (the
-    bootstrap takes itself off again), and what the bootstrap needs to know."""
-    env = dict(base)
-    env["PYTHONPATH"] = ":".join(p for p in (BOOTSTRAP_DIR, base.get("PYTHONPATH", "")) if p)
-    env["HARNESS_TESTBED"] = TESTBED
-    env["HARNESS_MONITOR"] = "1" if monitor else "0"
-    if results_path:
-        env["HARNESS_RESULTS_FILE"] = results_path
-    return env
+def bootstrap(results_path: str | None, monitor: bool) -> dict:
+    """What the launcher activates for the test command (harness/incontainer/launcher.py
+    ``run_tests``): the bootstrap reaches every Python process of the environment through the
+    site hook, so the test command's environment is the spec's, untouched."""
+    return {"activation": incontainer.ACTIVATION, "socket": EVIDENCE_SOCKET, "results": results_path,
+            "monitor": monitor}
 
 
 def launch_plan(layout: Layout, plan, delete: list[str], staged: dict[str, tuple[bytes, int]], services: list[dict],

@@ -1,0 +1,121 @@
+"""The bootstrap and its evidence channel, run for real on this interpreter (tests/bootstrap_host.py):
+what it sends from nested pytest sessions and child processes, how the collector tells
+senders apart, and when the bootstrap stays out of the way."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+from harness.incontainer import evidence_channel
+from harness.integrity.evidence import parse_evidence
+from tests.bootstrap_host import bootstrapped
+
+LIBRARY = "import sys\n\ndef outer():\n    return sys._getframe(0)\n\ndef inner():\n    return sys._getframe(0)\n"
+INNER = "from lib import core\n\ndef test_inner():\n    assert core.inner()\n"
+TESTS = textwrap.dedent('''\
+    import os, subprocess, sys
+    import pytest
+    from lib import core
+
+    pytest_plugins = ["pytester"]
+    INNER = {inner!r}
+
+
+    def test_outer():
+        assert core.outer()
+
+
+    def test_subprocess(tmp_path):
+        (tmp_path / "test_sub.py").write_text(INNER)
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+                              env=dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd(), os.environ["PYTHONPATH"]])),
+                              capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+    def test_pytester(pytester):
+        pytester.makepyfile(test_inline=INNER)
+        pytester.inline_run("-p", "no:cacheprovider").assertoutcome(passed=1)
+''').format(inner=INNER)
+
+
+def _repo(root):
+    testbed = root / "tb"
+    (testbed / "lib").mkdir(parents=True)
+    (testbed / "lib" / "__init__.py").write_text("")
+    (testbed / "lib" / "core.py").write_text(LIBRARY)
+    (testbed / "test_nested.py").write_text(TESTS)
+    # a repository module named like the harness's: pytest finds the harness's all the same
+    (testbed / "_harness_outcomes.py").write_text("raise SystemExit('the repository shadowed the plugin')\n")
+    (testbed / "_harness_monitor.py").write_text("raise SystemExit('the repository shadowed the monitor')\n")
+    return testbed
+
+
+def test_nested_sessions_and_child_processes_report_and_only_the_graded_session_counts(tmp_path):
+    testbed = _repo(tmp_path)
+    results = tmp_path / "results.xml"
+    with bootstrapped(tmp_path / "channel", testbed, results) as channel:
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "_harness_outcomes",
+                               f"--junitxml={results}", "test_nested.py"], cwd=testbed, capture_output=True, text=True,
+                              env={"PATH": os.environ.get("PATH", "/usr/bin"), **channel.env}, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    raw = channel.events()
+    ev = parse_evidence(b"{}", raw)
+    records = [(int(line.split(b"\t", 1)[0]), json.loads(line.split(b"\t", 1)[1]))
+               for line in raw.splitlines() if not line.startswith(b"h")]
+    # two processes: the outer pytest and the one a test started
+    assert len(ev.processes) == 2 and {r["k"] for _, r in records} >= {"boot", "start", "report", "event"}
+    starts = {(c, r["s"]): r["graded"] for c, r in records if r["k"] == "start"}
+    assert sorted(starts.values()) == [False, False, True]      # outer (graded), its pytester run, the child's
+    assert ev.graded_sessions == [c for c, g in starts.items() if g]
+    # every session's reports arrive; the host grades with the graded session's only
+    reported = {r["id"] for _, r in records if r["k"] == "report"}
+    assert {"test_nested.py::test_outer", "test_inline.py::test_inner"} <= reported
+    assert any(r.endswith("test_sub.py::test_inner") for r in reported), reported   # relative to the child's rootdir
+    assert set(ev.reports) == {"test_nested.py::test_outer", "test_nested.py::test_subprocess",
+                               "test_nested.py::test_pytester"}
+    # the monitor's events from the outer run, its in-process inner run and the child process
+    lines = {(c, r["line"]) for c, r in records if r["k"] == "event" and r["event"] == "sys._getframe"
+             and r["file"] == "/testbed/lib/core.py"}
+    (outer, _), = ev.graded_sessions
+    child = next(c for c in ev.processes if c != outer)
+    assert lines == {(outer, 4), (outer, 7), (child, 7)}
+    assert ev.results_file is not None and ev.results_file["s"] == 1
+
+
+def test_a_forked_child_reports_under_its_own_connection(tmp_path):
+    testbed = tmp_path / "tb"
+    testbed.mkdir()
+    script = "import os, _harness_monitor as m\npid = os.fork()\nm.emit({'k': 'hello', 'child': pid == 0})\n" \
+             "os._exit(0) if pid == 0 else os.waitpid(pid, 0)\n"
+    with bootstrapped(tmp_path / "channel", testbed) as channel:
+        subprocess.run([sys.executable, "-c", script], env=channel.env, check=True, timeout=60)
+    ev = parse_evidence(b"{}", channel.events())
+    lines = [line.split(b"\t", 1) for line in channel.events().splitlines() if not line.startswith(b"h")]
+    hello = {json.loads(body)["child"]: int(c) for c, body in lines if b'"hello"' in body}
+    assert hello[True] != hello[False]
+    assert ev.processes[hello[True]]["pid"] != ev.processes[hello[False]]["pid"]
+
+
+def test_the_bootstrap_does_nothing_without_activation_or_for_another_user(tmp_path):
+    testbed = tmp_path / "tb"
+    testbed.mkdir()
+    probe = "import sys; print('_harness_monitor' in sys.modules, '_harness_outcomes' in sys.modules)"
+    with bootstrapped(tmp_path / "channel", testbed) as channel:
+        active = subprocess.run([sys.executable, "-c", probe], env=channel.env, capture_output=True, text=True)
+        activation = tmp_path / "channel" / "activation.json"
+        record = json.loads(activation.read_text())
+        evidence_channel.activate(str(activation), dict(record, uid=record["uid"] + 1))
+        other = subprocess.run([sys.executable, "-c", probe], env=channel.env, capture_output=True, text=True)
+        evidence_channel.deactivate(str(activation))
+        off = subprocess.run([sys.executable, "-c", probe], env=channel.env, capture_output=True, text=True)
+    assert (active.stdout.split(), other.stdout.split(), off.stdout.split()) == \
+        (["True", "True"], ["False", "False"], ["False", "False"])
+    # nothing of the harness on sys.path, nothing in the environment of the bootstrapped process
+    path = subprocess.run([sys.executable, "-c", "import os, sys, json; print(json.dumps([sys.path, dict(os.environ)]))"],
+                          env=channel.env, capture_output=True, text=True)
+    assert "harness/incontainer" not in path.stdout and "PYTEST_PLUGINS" not in path.stdout
