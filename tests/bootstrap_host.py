@@ -48,9 +48,10 @@ def bootstrapped(root: Path, testbed: Path, results: Path | None = None, monitor
     (root / "shim" / "sitecustomize.py").write_text(
         "import os\n"
         f"p = {str(boot)!r}\n"
-        "exec(compile(open(p, 'rb').read(), p, 'exec'), {'__name__': '_harness_boot', '__file__': p,\n"
-        f"     '__builtins__': __builtins__, '_HARNESS_ACTIVATION': {str(activation)!r},\n"
-        "     '_HARNESS_OWNER': os.getuid()})\n")
+        "with open(p, 'rb') as f:\n"
+        "    c = compile(f.read(), p, 'exec', dont_inherit=True)\n"
+        "exec(c, {'__name__': '_harness_boot', '__file__': p, '__builtins__': __builtins__,\n"
+        f"         '_HARNESS_ACTIVATION': {str(activation)!r}, '_HARNESS_OWNER': os.getuid()}})\n")
     channel = Channel(root, testbed)
     short = tempfile.mkdtemp(prefix="hb-")   # a unix socket's path has at most 107 bytes
     socket_path = os.path.join(short, "evidence.sock")

@@ -19,8 +19,10 @@ so no repository module can shadow them, and never from bytecode), and
 * pre-imports the outcome-origin pytest plugin (``_harness_outcomes``) and has every pytest
   session of the process load it (``-p _harness_outcomes`` finds it in ``sys.modules``).
 
-While it imports what those modules need, ``sys.path`` holds only directories that only
-root can write. Nothing is added to ``sys.path`` or to the environment.
+It imports nothing else (no ``json``, no ``re``, no ``pluggy``: a process that never runs pytest
+pays for two compiled modules and a socket); should anything be imported meanwhile,
+``sys.path`` holds only directories that only root can write. Nothing is added to
+``sys.path`` or to the environment.
 """
 
 import os
@@ -48,6 +50,27 @@ def _activation():
         return os.read(fd, 1 << 16) if _owned(fd) else None
     finally:
         os.close(fd)
+
+
+def parse_activation(text):
+    """The launcher's flat JSON object of strings and integers (paths the harness chose:
+    no escapes, no commas), read without importing anything; None for anything else."""
+    text = text.strip()
+    if not (text.startswith("{") and text.endswith("}")):
+        return None
+    out = {}
+    for item in text[1:-1].split(","):
+        key, sep, value = item.strip().partition(":")
+        key, value = key.strip(), value.strip()
+        if not sep or len(key) < 2 or key[0] != '"' or key[-1] != '"' or "\\" in item:
+            return None
+        if len(value) >= 2 and value[0] == '"' and value[-1] == '"':
+            out[key[1:-1]] = value[1:-1]
+        elif value.lstrip("-").isdigit():
+            out[key[1:-1]] = int(value)
+        else:
+            return None
+    return out
 
 
 def _load(name, directory):
@@ -111,9 +134,8 @@ def _boot():
     sys.path[:] = _trusted_path()
     loaded = []
     try:
-        import json
-        options = json.loads(data.decode("utf-8"))
-        if not isinstance(options, dict) or options.get("uid") != os.getuid():
+        options = parse_activation(data.decode("utf-8"))
+        if options is None or options.get("uid") != os.getuid():
             return
         loaded.append(_load("_harness_monitor", directory))
         try:

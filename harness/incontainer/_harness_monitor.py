@@ -29,11 +29,10 @@ Also: ``emit()`` is the channel of the harness's other in-process reporters; on 
 without ``gc`` audit events (< 3.10) the ``gc`` walks are wrapped so that they raise one.
 """
 
-import json
 import os
 import sys
 
-_STATE = {"sock": None, "path": None, "pid": None, "lock": None, "seen": set(), "counts": {}, "cap": 400,
+_STATE = {"sock": None, "inode": None, "path": None, "pid": None, "lock": None, "seen": set(), "counts": {}, "cap": 400,
           "testbed": "/testbed/", "results": None, "busy": set(), "started": False}
 #: events raised by a C function called straight from the offending frame
 WATCHED = frozenset((
@@ -79,14 +78,51 @@ def emit(record):
     try:
         if os.getpid() != _STATE["pid"]:
             _reconnect()
-        line = (json.dumps(record, default=str)[:LINE_CAP] + "\n").encode("utf-8", "replace")
+        line = (dumps(record)[:LINE_CAP] + "\n").encode("utf-8", "replace")
         with _STATE["lock"]:
-            _STATE["sock"].sendall(line)
+            fd = _STATE["sock"]
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) != _STATE["inode"]:   # closed, and the number reused by the tests
+                _STATE["sock"] = None
+                return
+            while line:
+                line = line[os.write(fd, line):]
     except Exception:
         pass
 
 
+#: JSON string escapes: the quote, the backslash and every control character
+_ESCAPES = {c: "\\u%04x" % c for c in range(32)}
+_ESCAPES.update({ord('"'): '\\"', ord("\\"): "\\\\"})
+
+
+def dumps(value):
+    """JSON text of an evidence record (dicts, lists, strings, numbers, booleans, None;
+    anything else as its ``str``), without importing ``json`` into every test process."""
+    kind = type(value)
+    if kind is str:
+        return '"' + value.translate(_ESCAPES) + '"'
+    if kind is dict:   # the records: mostly flat, mostly strings
+        return "{" + ",".join('"' + (k if type(k) is str else str(k)).translate(_ESCAPES) + '":' + (
+            '"' + v.translate(_ESCAPES) + '"' if type(v) is str else dumps(v)) for k, v in value.items()) + "}"
+    if value is None or value is True or value is False:
+        return "null" if value is None else "true" if value else "false"
+    if kind is int:
+        return repr(value)
+    if kind is float:
+        return repr(value) if value == value and value not in (float("inf"), float("-inf")) else "null"
+    if kind in (list, tuple):
+        return "[" + ",".join(dumps(v) for v in value) + "]"
+    try:
+        return dumps(str(value))
+    except Exception:
+        return '"?"'
+
+
 def _connect(path):
+    """The connected socket's fd (close-on-exec). A bare fd, not a socket object: nothing
+    of ours is left for the interpreter to warn about at exit (``-X dev`` would print a
+    ResourceWarning into the tests' output)."""
     try:
         import _socket as sockets
     except ImportError:
@@ -97,12 +133,16 @@ def _connect(path):
     except Exception:
         sock.close()
         raise
-    return sock
+    fd = sock.detach()
+    st = os.fstat(fd)
+    _STATE["inode"] = (st.st_dev, st.st_ino)
+    return fd
 
 
 def _reconnect():
     """A forked child: its own connection (the kernel names it), never its parent's."""
     _STATE["pid"] = os.getpid()
+    _STATE["sock"] = None   # the parent's connection (left open: the child may have reused its number)
     try:
         import _thread
         _STATE["lock"] = _thread.RLock()
@@ -130,7 +170,7 @@ def testbed_files(tb, limit=64, budget=5000):
         tb = tb.tb_next
     files, used = [], 0
     for name in reversed(seen):
-        cost = len(json.dumps(name)) + 2
+        cost = len(dumps(name)) + 2
         if len(files) >= limit or used + cost > budget:
             break
         files.append(name)

@@ -18,7 +18,7 @@ through the evidence channel (``_harness_monitor.emit``) it records:
 * ``session``: the exit status, and at ``unconfigure`` (after the JUnit writer ran) the
   sha256 of the results file, so a file rewritten later (``atexit``) is detected.
 
-The report hook runs *first* (``tryfirst``, marked through pluggy when it is importable):
+The report hook runs *first* (``tryfirst``, marked through pluggy once pytest runs):
 pytest's own unittest plugin, also ``tryfirst``, replaces a ``unittest.SkipTest`` raised in
 a plain test with a skip raised from pytest's code, which would hide where it came from.
 
@@ -36,12 +36,18 @@ from _harness_monitor import _STATE, emit, testbed_files
 _SKIP_TYPES = ("Skipped", "XFailed", "SkipTest", "skip.Exception", "OutcomeException")
 _SESSIONS = [0]
 
-try:  # pytest's own marker (pytest.hookimpl is this); without pluggy, no pytest to load us
-    from pluggy import HookimplMarker
-    _first = HookimplMarker("pytest")(tryfirst=True)
-except Exception:
-    def _first(function):
-        return function
+
+def _mark_first():
+    """Mark the report hook ``tryfirst`` with pytest's own marker (pytest.hookimpl is this),
+    once pytest runs: pluggy is imported by then, and a process that never runs pytest
+    never imports it."""
+    function = _Session.__dict__["pytest_runtest_makereport"]
+    if getattr(function, "pytest_impl", None) is None:
+        try:
+            from pluggy import HookimplMarker
+            HookimplMarker("pytest")(tryfirst=True)(function)
+        except Exception:   # pytest without pluggy (3.x vendored it): the order is then pytest's
+            pass
 
 
 def _has_xfail_marker(item):
@@ -62,6 +68,7 @@ def _writes_results(config):
 
 
 def pytest_configure(config):
+    _mark_first()
     _SESSIONS[0] += 1
     session = _Session(_SESSIONS[0], _writes_results(config))
     emit({"k": "start", "s": session.number, "graded": session.graded, "pid": os.getpid()})
@@ -75,8 +82,7 @@ class _Session:
         self.number = number
         self.graded = graded
 
-    @_first
-    def pytest_runtest_makereport(self, item, call):
+    def pytest_runtest_makereport(self, item, call):   # tryfirst: _mark_first
         excinfo = call.excinfo
         if excinfo is None and getattr(item, "_excinfo", None):
             excinfo = item._excinfo[0]   # a unittest TestCase's outcome, before pytest moves it to call

@@ -30,11 +30,17 @@ MAX_CONNECTIONS = 4096
 
 
 def activate(path, record):
-    """Write the activation file (atomically; root's, readable by all)."""
+    """Write the activation file (atomically; root's, readable by all): a flat JSON object
+    of strings and integers, which the bootstrap reads without a JSON parser (None values
+    are left out, booleans written as 0/1)."""
+    record = {k: int(v) if isinstance(v, bool) else v for k, v in record.items() if v is not None}
+    if any(not isinstance(v, (str, int)) or (isinstance(v, str) and any(c in v for c in '",\\\n')) for v in
+           record.values()):
+        raise ValueError("activation values must be plain strings and integers: {!r}".format(record))
     tmp = path + ".tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
     try:
-        os.write(fd, json.dumps(record).encode())
+        os.write(fd, json.dumps(record, separators=(",", ":")).encode())
         os.fchmod(fd, 0o644)
     finally:
         os.close(fd)

@@ -253,6 +253,10 @@ def judge_evidence(ev: Evidence, statuses: dict[str, TestStatus], graded: tuple[
                 tampered.append(f"the code under test called {event} ({monitor_hits[event][0]})")
     if plugin_expected and ev.boot is None and (launcher.get("tests") or {}).get("exit_code") is not None:
         flags.append("monitor_not_loaded")
+    if ev.processes:  # which processes ran the bootstrap (the collector's view of each connection)
+        details["evidence_processes"] = [
+            {"connection": n, "pid": p.get("pid"), "ppid": p.get("ppid"), "argv": (p.get("argv") or [])[:4]}
+            for n, p in sorted(ev.processes.items())[:20]]
 
     if plugin_expected and ev.boot is not None and ev.reports:
         disagree = []

@@ -119,3 +119,26 @@ def test_the_bootstrap_does_nothing_without_activation_or_for_another_user(tmp_p
     path = subprocess.run([sys.executable, "-c", "import os, sys, json; print(json.dumps([sys.path, dict(os.environ)]))"],
                           env=channel.env, capture_output=True, text=True)
     assert "harness/incontainer" not in path.stdout and "PYTEST_PLUGINS" not in path.stdout
+
+
+def test_a_bootstrapped_process_says_nothing_of_its_own_even_in_development_mode(tmp_path):
+    # sphinx runs its tests under ``python -X dev``; tests compare what subprocesses print
+    testbed = tmp_path / "tb"
+    testbed.mkdir()
+    with bootstrapped(tmp_path / "channel", testbed) as channel:
+        proc = subprocess.run([sys.executable, "-X", "dev", "-W", "error", "-c", "import sys; print(sorted("
+                               "m for m in sys.modules if m.startswith('_harness')))"],
+                              env=channel.env, capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stdout.strip(), proc.stderr) == (0, "['_harness_monitor', '_harness_outcomes']", "")
+
+
+def test_the_bootstrap_imports_nothing_but_its_own_modules(tmp_path):
+    # every Python process of the tests pays for it, and tests look at sys.modules
+    testbed = tmp_path / "tb"
+    testbed.mkdir()
+    probe = ["-c", "import json, sys; print(json.dumps(sorted(sys.modules)))"]
+    bare = subprocess.run([sys.executable, *probe], env={}, capture_output=True, text=True, check=True)
+    with bootstrapped(tmp_path / "channel", testbed) as channel:
+        booted = subprocess.run([sys.executable, *probe], env=channel.env, capture_output=True, text=True, check=True)
+    added = set(json.loads(booted.stdout)) - set(json.loads(bare.stdout))
+    assert added - {"sitecustomize"} <= {"_harness_monitor", "_harness_outcomes", "_socket"}, added
