@@ -253,6 +253,13 @@ def judge_evidence(ev: Evidence, statuses: dict[str, TestStatus], graded: tuple[
                 tampered.append(f"the code under test called {event} ({monitor_hits[event][0]})")
     if plugin_expected and ev.boot is None and (launcher.get("tests") or {}).get("exit_code") is not None:
         flags.append("monitor_not_loaded")
+    channel = launcher.get("channel") if isinstance(launcher.get("channel"), dict) else {}
+    if channel.get("truncated"):
+        # what the stream would have shown past its cap is unknown: a flood of records must
+        # not push the monitor's or the runner's out of sight
+        flags.append("evidence_truncated")
+        ambiguous = ambiguous or (f"the evidence stream reached its cap ({channel.get('bytes')} bytes): "
+                                  "what was sent after it is unknown")
     if ev.processes:  # which processes ran the bootstrap (the collector's view of each connection)
         details["evidence_processes"] = [
             {"connection": n, "pid": p.get("pid"), "ppid": p.get("ppid"), "argv": (p.get("argv") or [])[:4]}

@@ -16,7 +16,7 @@ import textwrap
 import pytest
 
 from harness.integrity.attribution import asked_by_model, culprit
-from harness.integrity.evidence import parse_evidence
+from harness.integrity.evidence import judge_evidence, parse_evidence
 from tests.bootstrap_host import bootstrapped
 
 MODEL = frozenset({"lib/core.py"})
@@ -120,6 +120,16 @@ def test_minor_events_cannot_crowd_out_the_ones_that_make_a_run_tampered():
     minor = [("1", event([(CORE, n, "c")], name="sys._getframe")) for n in range(3000)]
     ev = parse_evidence(b"{}", framed(*minor, ("1", event([(CORE, 1, "c")], name="gc.get_objects"))))
     assert [e["event"] for e in ev.events].count("gc.get_objects") == 1
+
+
+def test_a_stream_that_reached_its_cap_is_not_graded_as_if_complete():
+    # a process can flood its own connection so that what it does next is past the cap
+    launcher = {"tests": {"exit_code": 0}, "channel": {"truncated": True, "bytes": 16 << 20}}
+    ev = parse_evidence(json.dumps(launcher).encode(), framed(("1", {"k": "boot"})))
+    verdict = judge_evidence(ev, {}, (), MODEL, sealed_infra=True, runner_project=False, plugin_expected=True)
+    assert "evidence_truncated" in verdict.flags and "cap" in verdict.ambiguous
+    complete = parse_evidence(json.dumps(dict(launcher, channel={"truncated": False})).encode(), b"")
+    assert judge_evidence(complete, {}, (), MODEL, True, False, True).ambiguous is None
 
 
 # --------------------------------------------------------------------------- the monitor, for real
