@@ -13,6 +13,7 @@ can neither change nor shadow them (``/harness`` is a root-owned tmpfs)::
                                        file, collecting socket (root)
     /harness/trusted/py/               PY_DIR        root, 0755; never on anyone's sys.path
         _harness_boot.py               bootstrap: run by the site hook in every test process
+        _harness_genuine.py            which code of the process is genuine installed code
         _harness_monitor.py            the PEP 578 tamper monitor and the evidence channel (emit)
         _harness_outcomes.py           pytest plugin: reports, where skips/xfails were raised,
                                        the results file's hash after the JUnit writer ran

@@ -11,7 +11,8 @@ was started and whatever environment its parent passed. It does nothing unless
 * this process runs as the test user it names (the build, the re-install, the services
   and root's own steps run without it);
 
-then it loads the harness's modules from the files beside it (never through ``sys.path``,
+then it loads the harness's modules (``_harness_genuine``, ``_harness_monitor``,
+``_harness_outcomes``) from the files beside it (never through ``sys.path``,
 so no repository module can shadow them, and never from bytecode), and
 
 * starts the runtime tamper monitor (``_harness_monitor``: a PEP 578 audit hook) writing to
@@ -32,7 +33,7 @@ _ACTIVATION = globals().get("_HARNESS_ACTIVATION", "/harness/activation.json")
 #: the owner the activation file and the modules must have (root; a host-side test runs
 #: the bootstrap with its own uid)
 _OWNER = globals().get("_HARNESS_OWNER", 0)
-_NAMES = ("_harness_monitor", "_harness_outcomes")
+_NAMES = ("_harness_genuine", "_harness_monitor", "_harness_outcomes")
 
 
 def _owned(fd):
@@ -137,6 +138,7 @@ def _boot():
         options = parse_activation(data.decode("utf-8"))
         if options is None or options.get("uid") != os.getuid():
             return
+        loaded.append(_load("_harness_genuine", directory))
         loaded.append(_load("_harness_monitor", directory))
         try:
             outcomes = _load("_harness_outcomes", directory)
@@ -146,7 +148,7 @@ def _boot():
             pass  # without pytest's plugin the monitor still runs
     finally:
         sys.path[:] = saved
-    loaded[0]["module"].start(options, loaded)
+    loaded[1]["module"].start(options, loaded)
 
 
 try:

@@ -18,8 +18,9 @@ Two artefacts come out of the root-owned output directory:
 Both are read with caps (sizes, line counts, lengths), as hostile input: the test user
 can send anything over its own connections. Outcome records count only from the sessions
 that wrote the run's results file (``start`` with ``graded``; a session in a subprocess or
-an in-process ``pytester`` run reports its own tests, not the graded ones); events count
-from every process. Judging needs the tree truth (which files the model changed): an
+an in-process ``pytester`` run reports its own tests, not the graded ones; when no session
+wrote it, from every session); events count from every process. A stream the collector
+cut at its cap is ambiguous (``evidence_truncated``): what came after is unknown. Judging needs the tree truth (which files the model changed): an
 event, a skip or an xfail raised from such a file is the code under test speaking, not
 the test; which events the model asked for is :mod:`harness.integrity.attribution`'s rule.
 

@@ -13,7 +13,8 @@ two frames below its entry point. One batch, as attempts of one instance:
   and in-process through ``pytester``, with repository modules named ``_harness_outcomes``
   and ``_harness_monitor`` on ``sys.path``; they read what the build, the re-install, a
   service's set-up and a Python process the service starts while the tests run saw of the
-  bootstrap (nothing). The host then reads the evidence: tox, the graded pytest and the
+  bootstrap (nothing), and the environment's base interpreter (outside the venv) runs the
+  bootstrap too. The host then reads the evidence: tox, the graded pytest and the
   child each booted and reported; each pytest session's reports and the monitor's events
   arrived, and only the graded session's reports were graded;
 * the fix plus each forgery of a library's identity, and the fix plus a direct call of the
@@ -161,6 +162,13 @@ def test_pytester(pytester):
     pytester.inline_run("-p", "no:cacheprovider").assertoutcome(passed=1)
 
 
+def test_the_base_interpreter_of_the_environment_runs_it_too():
+    base = getattr(sys, "_base_executable", sys.executable)
+    assert base != sys.executable
+    out = subprocess.run([base, "-c", {PROBE!r}], capture_output=True, text=True).stdout.strip()
+    assert out == "['_harness_genuine', '_harness_monitor', '_harness_outcomes']"
+
+
 def test_the_build_the_reinstall_and_the_service_set_up_ran_without_the_bootstrap():
     build = Path(__file__).resolve().parent.parent / "build-saw.txt"
     assert [build.read_text().strip(), Path("/tmp/reinstall-saw.txt").read_text().strip(),
@@ -210,6 +218,7 @@ def _make(root: Path) -> tuple[Path, dict, dict[str, str]]:
               "patch": _diff(repo, lib, GOLD), "test_patch": _diff(repo, "tests/test_reach.py", NEW_TESTS),
               "version": "0.1", "FAIL_TO_PASS": [T + "test_double"],
               "PASS_TO_PASS": [T + n for n in ("test_outer", "test_subprocess", "test_pytester",
+                                               "test_the_base_interpreter_of_the_environment_runs_it_too",
                                                "test_the_build_the_reinstall_and_the_service_set_up_ran_without_the_bootstrap",
                                                "test_a_service_process_started_now_runs_without_it_and_cannot_reach_the_evidence")]}
     attacks = {"gold": record["patch"], "empty": "",
