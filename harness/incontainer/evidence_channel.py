@@ -146,6 +146,8 @@ class Collector:
             return True
         if uid != self.uid or self.stats["connections"] >= MAX_CONNECTIONS:
             self.stats["refused"] += 1
+            # past the cap a test process's evidence is lost: the stream is incomplete
+            self.stats["truncated"] = self.stats["truncated"] or uid == self.uid
             conn.close()
             return True
         self.stats["connections"] += 1

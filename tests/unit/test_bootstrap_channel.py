@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 from harness.incontainer import evidence_channel
 from harness.integrity.evidence import parse_evidence
@@ -142,3 +143,39 @@ def test_the_bootstrap_imports_nothing_but_its_own_modules(tmp_path):
         booted = subprocess.run([sys.executable, *probe], env=channel.env, capture_output=True, text=True, check=True)
     added = set(json.loads(booted.stdout)) - set(json.loads(bare.stdout))
     assert added - {"sitecustomize"} <= {"_harness_genuine", "_harness_monitor", "_harness_outcomes", "_socket"}, added
+
+
+def test_the_collector_names_each_connection_and_takes_no_other_users(tmp_path, monkeypatch):
+    import socket
+    import stat
+    import tempfile
+    short = Path(tempfile.mkdtemp(prefix="hb-"))
+    path, out = str(short / "s.sock"), str(tmp_path / "events")
+    monkeypatch.setattr(evidence_channel, "MAX_CONNECTIONS", 2)
+    collector = evidence_channel.Collector(path, out, os.getuid(), os.getgid(), 1 << 20)
+    collector.start()
+    st = os.stat(path)
+    assert (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) == (0o620, 0, os.getgid())
+    for n in range(3):
+        with socket.socket(socket.AF_UNIX) as conn:
+            conn.connect(path)
+            conn.sendall(b'{"k": "hello", "n": %d}\n{"k": "partial' % n)
+    if os.getuid() == 0:   # another user (the service user in the sandbox) cannot connect at all
+        pid = os.fork()
+        if pid == 0:
+            os.setgid(65534), os.setuid(65534)
+            try:
+                socket.socket(socket.AF_UNIX).connect(path)
+                os._exit(0)
+            except PermissionError:
+                os._exit(13)
+        assert os.waitpid(pid, 0)[1] >> 8 == 13
+    stats = collector.stop()
+    ev_lines = Path(out).read_bytes().splitlines()
+    prefixes = [line.split(b"\t")[0] for line in ev_lines]
+    assert sorted(prefixes) == [b"1", b"2", b"h1", b"h2"]
+    assert prefixes.index(b"h1") < prefixes.index(b"1") and prefixes.index(b"h2") < prefixes.index(b"2")
+    assert json.loads(ev_lines[0].split(b"\t")[1])["pid"] == os.getpid()
+    # the third connection was past the cap: refused, and the stream marked incomplete
+    assert (stats["connections"], stats["refused"], stats["truncated"], stats["partial_lines"]) == (2, 1, True, 2)
+    assert not os.path.exists(path)
