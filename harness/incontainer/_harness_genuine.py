@@ -126,12 +126,13 @@ def _plain_loader(loader):
     return extra == {"exec_module"} and wrapper is not None and _GENUINE["harness"].get(id(wrapper)) is wrapper
 
 
-def by_import_machinery(frame, key):
-    """The frame that called ``compile``/``marshal.loads`` is the import machinery's."""
+def by_import_machinery(frame, *keys):
+    """The frame that called ``compile``/``marshal.loads`` is the import machinery's (one of
+    ``keys``: ``source_to_code``, ``compile_bytecode``)."""
     frames = _GENUINE["frames"]
     if frame is not None and frame.f_code is frames.get("call"):
         frame = frame.f_back
-    return frame is not None and frame.f_code is frames.get(key) and _intact()
+    return frame is not None and any(frame.f_code is frames.get(key) for key in keys) and _intact()
 
 
 def claim(filename):

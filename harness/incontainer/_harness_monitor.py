@@ -234,6 +234,10 @@ def _handle(event, args):
         if isinstance(filename, str) and filename.endswith(".py"):
             return  # a module compiled by another loader (pytest's assertion rewriting)
     elif event == "code.__new__":
+        # Pythons 3.8 and 3.9 raise it for every code object the compiler or marshal makes,
+        # the import machinery's included: those claim nothing
+        if by_import_machinery(caller, "source_to_code", "compile_bytecode"):
+            return
         claim(args[1] if len(args) > 1 else None)
     elif event == "object.__setattr__":
         if len(args) > 2 and args[1] == "__code__":
