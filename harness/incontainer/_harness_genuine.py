@@ -24,7 +24,10 @@ WRAPPERS = ("/inspect.py", "/traceback.py", "/pathlib.py", "/shutil.py", "/subpr
 _PY_DIR = os.path.dirname(os.path.abspath(__file__)) + "/"
 _MISSING = object()
 _GENUINE = {"harness": {}, "modules": {}, "module_ids": {}, "preloaded": [], "preloaded_codes": None,
-            "claimed": set(), "reach": {}, "dirs": {}, "machinery": [], "frames": {}, "testbed": "/testbed/"}
+            "claimed": set(), "reach": {}, "dirs": {}, "machinery": [], "frames": {}, "testbed": "/testbed/",
+            "generation": 0}
+#: id(code) -> (code, generation, kind): the code object is held, so its id is not reused
+_KINDS = {}
 
 
 def _machinery():
@@ -111,6 +114,7 @@ def import_exec(code, frame):
     if not (ok and _trusted_file(filename) and filename not in _GENUINE["claimed"] and _intact()):
         return True   # an import, but not one that makes its code genuine
     _GENUINE["modules"].setdefault(filename, []).append(code)
+    _GENUINE["generation"] += 1
     _GENUINE["module_ids"][id(code)] = code
     _GENUINE["reach"].pop(filename, None)
     return True
@@ -136,9 +140,10 @@ def by_import_machinery(frame, *keys):
 
 
 def claim(filename):
-    if isinstance(filename, str):
+    if isinstance(filename, str) and filename not in _GENUINE["claimed"]:
         _GENUINE["claimed"].add(filename)
         _GENUINE["reach"].pop(filename, None)
+        _GENUINE["generation"] += 1
 
 
 def _nested(codes, filename, into):
@@ -199,7 +204,17 @@ def genuine(code):
 
 
 def kind(code):
-    """h (harness), w (transparent), m (library module code), l (library), c (anything else)."""
+    """h (harness), w (transparent), m (library module code), l (library), c (anything else);
+    remembered per code object until the next verified import or claim changes what is genuine."""
+    known = _KINDS.get(id(code))
+    if known is not None and known[0] is code and known[1] == _GENUINE["generation"]:
+        return known[2]
+    found = _kind(code)
+    _KINDS[id(code)] = (code, _GENUINE["generation"], found)
+    return found
+
+
+def _kind(code):
     if _GENUINE["harness"].get(id(code)) is code:
         return "h"
     filename = code.co_filename

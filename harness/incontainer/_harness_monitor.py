@@ -255,7 +255,7 @@ def _record(event, args, frame):
     if not chain or not stack or (via_import and event not in _SEVERE):
         return
     budget = "severe" if event in _SEVERE else "writes" if event in _WRITES else "other"
-    key = (event, tuple(tuple(f) for f in chain[:3]), stack[0])
+    key = (event, tuple(map(tuple, chain[:3])), stack[0])
     counts = _STATE["counts"]
     if key in _STATE["seen"] or counts.get(budget, 0) >= _STATE["cap"]:
         return
