@@ -147,14 +147,17 @@ class BareContainer:
         self.argv, self.user, self.workdir, self.env = call["argv"], call["user"], call["workdir"], None
         monitored = getattr(made[-1], "monitored_call", None)
         self.monitored_argv = monitored["argv"] if monitored else None
+        # the launcher's test step alone (root: it activates the bootstrap and collects its evidence)
+        self.monitored_user = monitored["user"] if monitored else None
         self.container = self.proxy._sandbox.container
 
     def run(self, monitored: bool = False) -> tuple[float, int, str]:
         """Time the bare command (or, ``monitored``, the same with the harness's bootstrap,
         audit hook and outcome plugin, as the launcher runs it)."""
         argv = self.monitored_argv if monitored else self.argv
+        user = self.monitored_user if monitored else self.user
         started = time.monotonic()
-        res = self.container.exec_run(argv, user=self.user, workdir=self.workdir, environment=self.env)
+        res = self.container.exec_run(argv, user=user, workdir=self.workdir, environment=self.env)
         elapsed = time.monotonic() - started
         return elapsed, res.exit_code, res.output.decode(errors="replace")
 
@@ -381,7 +384,7 @@ def main(argv=None) -> int:
                             "same tests"], rows),
           "\nMedians over rounds. *harness wall* = report.json `timings.wall`; *overhead* = median of the "
           "per-round differences; *monitor+plugin* = median of the per-round differences between the test "
-          "command run with the harness's bootstrap (audit hook, outcome plugin, evidence fd) and bare, in the "
+          "command run with the harness's bootstrap (audit hook, outcome plugin, evidence socket) and bare, in the "
           "same kept container; *CLI process* = wall time of the whole `harness run --instance-ids ID` "
           "process (interpreter start-up, imports, summary included); *CLI CPU* = that process's user+system "
           "CPU time (host side); *machine busy* = all CPUs busy during the harness runs, all processes "

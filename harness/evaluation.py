@@ -455,14 +455,15 @@ class Evaluator:
                 details["patch_references_test_runner"] = runner[:20]
 
     def _launch_plan(self, layout: steps.Layout, plan: Plan, test_result: TestPatchResult,
-                     staged: dict[str, tuple[bytes, int]], command: str, env: dict[str, str], timeout: int) -> dict:
+                     staged: dict[str, tuple[bytes, int]], command: str, timeout: int, bootstrap: dict) -> dict:
         spec = self.spec
         services = [{"name": s.name, "setup": list(s.setup), "command": s.command, "ready": list(s.ready),
                      "ready_timeout": s.ready_timeout,
                      "env": {**BASE_ENV, "PATH": f"{s.venv}/bin:{BASE_ENV['PATH']}", **dict(s.env)}}
                     for s in spec.services]
-        tests = {"argv": ["/bin/bash", "-c", command], "env": env, "timeout": timeout, "run_dir": layout.run_dir,
-                 "results_name": steps.RESULTS_NAME, "results_limit": self.config.junit_limit}
+        tests = {"argv": ["/bin/bash", "-c", command], "env": self.env, "timeout": timeout, "run_dir": layout.run_dir,
+                 "results_name": steps.RESULTS_NAME, "results_limit": self.config.junit_limit,
+                 "bootstrap": bootstrap}
         return steps.launch_plan(layout, plan, sorted({*plan.delete, *test_result.deleted}), staged, services,
                                  tests, self.config.setup_timeout, BASE_ENV)
 
@@ -498,16 +499,16 @@ class Evaluator:
         results_path = f"{layout.run_dir}/{steps.RESULTS_NAME}"
         plugin = self.config.monitor and is_pytest(self.spec)
         command = build_test_command(self.spec, test_patch, results_path, plugin)
-        env = steps.test_env(self.env, results_path if is_pytest(self.spec) else None, self.config.monitor)
-        launch = self._launch_plan(layout, plan, test_result, staged, command, env, timeout)
+        launch = self._launch_plan(layout, plan, test_result, staged, command, timeout,
+                                   steps.bootstrap(results_path, self.config.monitor))
         sandbox.put_files(steps.IO_DIR, steps.plan_file(layout, launch))
         argv = steps.launcher_argv(layout)
         self.bare_call = {"argv": env_argv(self.env, ["/bin/bash", "-c", build_test_command(
             self.spec, test_patch, results_path)]), "user": "1000:1000", "workdir": steps.TESTBED}
         # ...and with the bootstrap, the monitor and the plugin, as the launcher runs it
-        self.monitored_call = {"argv": env_argv({**env, "HARNESS_EVIDENCE_FD": "9"}, [
-            "/bin/bash", "-c", f"exec 9>>/tmp/.bench-events; {command}"]), "user": "1000:1000",
-            "workdir": steps.TESTBED}
+        self.monitored_call = {"argv": steps.tests_only_argv(
+            {"tests": launch["tests"], "testbed": steps.TESTBED, "out_dir": "/tmp/.bench-out", "user": launch["user"]}),
+            "user": ROOT, "workdir": steps.TESTBED}
         deadline = timeout + self.config.setup_timeout + 60 + sum(
             s.ready_timeout + self.config.setup_timeout * len(s.setup) for s in self.spec.services)
         res = sandbox.exec(argv, timeout=deadline, output_limit=self.config.test_output_limit, user=ROOT)

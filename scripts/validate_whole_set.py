@@ -107,8 +107,10 @@ def tables(root: Path, set_name: str, left: dict[str, str]) -> tuple[str, list[s
                    and (runs[name].get(iid) or {}).get("error_reason") == "tampered")
 
     def canary_dropped(iid: str) -> int:
-        return sum(len(((runs[name].get(iid) or {}).get("integrity") or {}).get("canaries_disproved") or [])
-                   for name in runs if name.startswith("gold-"))
+        # a canary the reference itself did not fail: dropped from judging (never held against a run)
+        return sum(1 for name in runs if name.startswith("gold-")
+                   for c in (((runs[name].get(iid) or {}).get("integrity") or {}).get("canaries") or [])
+                   if c.get("verdict") == "disproved")
 
     unexplained: list[str] = []
     exceptions: dict[str, str] = {}

@@ -15,8 +15,10 @@ interpreter): base → interpreter → environment → instance.
   interpreter image with it; a spec's ``compiler: build|keep`` gets it on top of the env.
 * **environment** (one per interpreter + locked requirement set): a root-owned virtual
   environment at ``/opt/harness/venv`` installed ``--no-index --require-hashes`` from the
-  host's wheelhouse, pip itself included (bootstrapped from the lock's pip wheel).
-  Tag ``harness-env:py<ver>-<hash>``.
+  host's wheelhouse, pip itself included (bootstrapped from the lock's pip wheel), and the
+  harness's site hook (:func:`harness.incontainer.site_hook`) in the site-packages of the
+  venv and of its base interpreter, so that every Python process of the environment can
+  run the harness's bootstrap while the tests run. Tag ``harness-env:py<ver>-<hash>``.
 * **instance**: see :mod:`harness.engine.instance_layer`.
 
 Every tag carries a content hash of its inputs, so changing an input rebuilds that layer
@@ -45,6 +47,7 @@ import docker
 import yaml
 from docker.errors import APIError, ImageNotFound, NotFound
 
+from harness import incontainer
 from harness.engine import interpreters as interp
 from harness.errors import ImageBuildError, InputError
 from harness.hashing import content_hash
@@ -414,7 +417,7 @@ RUN dpkg -i /tmp/harness-debs/*.deb > /tmp/dpkg.log 2>&1 || {{ cat /tmp/dpkg.log
         services = services or []
         parent = interpreter.image
         inputs = {"format": IMAGE_FORMAT, "base": parent.image_id, "lock": content_hash(lock_text, 64),
-                  "python": interpreter.version, "venv": "copies",
+                  "python": interpreter.version, "venv": "copies", "site_hook": incontainer.site_hook_digest(),
                   "services": [[svc.name, content_hash(lock, 64), list(svc.build)] for svc, lock, _ in services]}
         inputs_hash = content_hash(inputs)
         tag = f"harness-env:py{spec.python}-{inputs_hash}"
@@ -424,13 +427,17 @@ RUN dpkg -i /tmp/harness-debs/*.deb > /tmp/dpkg.log 2>&1 || {{ cat /tmp/dpkg.log
             dockerfile = f"""FROM {parent.tag}
 COPY wheels/ /opt/harness/wheels/
 COPY requirements.lock /opt/harness/requirements.lock
+COPY site-hook.pth /opt/harness/site-hook.pth
 RUN set -e; {venv_install(exe, VENV, "/opt/harness/wheels", "/opt/harness/requirements.lock")}; \\
     {PYTHON} -m pip freeze --all > /opt/harness/installed.txt; \\
+    {incontainer.site_hook_shell(PYTHON, "/opt/harness/site-hook.pth")}; \\
+    {incontainer.site_hook_shell(exe, "/opt/harness/site-hook.pth")}; \\
     chmod -R go-w {VENV}
 ENV PATH={VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \\
     PIP_NO_INDEX=1 PIP_FIND_LINKS=/opt/harness/wheels PIP_DISABLE_PIP_VERSION_CHECK=1
 """
-            files: dict[str, Path | bytes] = {"wheels": wheel_dir, "requirements.lock": lock_text.encode()}
+            files: dict[str, Path | bytes] = {"wheels": wheel_dir, "requirements.lock": lock_text.encode(),
+                                              "site-hook.pth": incontainer.site_hook("")[1]}
             for svc, lock, svc_wheels in services:
                 home = f"/opt/harness/services/{svc.name}"
                 files[f"services/{svc.name}/wheels"] = svc_wheels

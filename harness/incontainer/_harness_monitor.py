@@ -1,24 +1,37 @@
-"""The runtime tamper monitor: a PEP 578 audit hook in the test process (trusted).
+"""The runtime tamper monitor and the evidence channel of a test process (trusted).
 
-Installed by the bootstrap (``sitecustomize``) before any repository code is imported;
-audit hooks cannot be removed. For a watched event it finds the Python frame that
-caused it (the first frame outside the harness and outside thin standard-library
-wrappers) and the working-copy files on the stack; when there is at least one, it
-records one JSON line ``{"k": "event", "event", "file", "line", "stack", "detail"}`` on
-the evidence fd (deduplicated by event, culprit and innermost working-copy file; capped). Which file is code under test, which events make a
-run ``tampered`` and which only flag it, is decided on the host
-(``harness.integrity.evidence``), with the tree truth at hand.
+Started by the bootstrap (``_harness_boot``) while ``site`` initialises, before any
+repository code; audit hooks cannot be removed. Every record goes as one JSON line over
+a unix socket to the launcher's collector (``evidence_channel.py``, root), which tags it
+with the sender's pid as the kernel reports it: a process can add records but never
+take back or rewrite what another process (or itself) sent. A forked child reconnects.
 
-Also: ``emit()`` is the evidence channel of the harness's other in-process reporters
-(the outcome-origin plugin), and on Pythons without ``gc`` audit events (< 3.10) the
-``gc`` walks are wrapped so that they raise one.
+For a watched event the hook records the frames that led to it, innermost first, each
+with its *kind* (:func:`kind`):
+
+* ``h`` the harness's own code (dropped), ``w`` genuine thin standard-library wrappers and
+  the import machinery (transparent: their caller is the one to blame);
+* ``m`` genuine module code of an installed library being imported, ``l`` genuine
+  installed library code (the standard library included);
+* ``c`` anything else: the working copy, and any code this process cannot prove genuine.
+
+Genuine is decided in the process by ``_harness_genuine`` (never from a name): code
+``exec``'d under a borrowed file name, functions built from forged code objects with a
+library's globals, and sourceless ``.pyc`` files are ``c``, whatever they claim. Which
+events make a run ``tampered`` is decided on the host (``harness.integrity.evidence``,
+``harness.integrity.attribution``) from these records.
+
+Also: ``emit()`` is the channel of the harness's other in-process reporters; on Pythons
+without ``gc`` audit events (< 3.10) the ``gc`` walks are wrapped so that they raise one.
 """
 
-import json
 import os
 import sys
 
-_STATE = {"fd": None, "seen": set(), "count": 0, "busy": False, "cap": 400, "testbed": "/testbed/"}
+from _harness_genuine import CodeType, by_import_machinery, claim, import_exec, kind, snapshot
+
+_STATE = {"sock": None, "inode": None, "path": None, "pid": None, "lock": None, "seen": set(), "counts": {}, "cap": 400,
+          "testbed": "/testbed/", "results": None, "busy": set(), "started": False}
 #: events raised by a C function called straight from the offending frame
 WATCHED = frozenset((
     "sys._getframe", "sys._current_frames", "gc.get_objects", "gc.get_referrers", "gc.get_referents",
@@ -27,35 +40,107 @@ WATCHED = frozenset((
     "open", "os.remove", "os.rename", "os.rmdir", "os.truncate", "os.chmod", "os.symlink", "os.link",
     "shutil.rmtree", "shutil.move", "shutil.copyfile", "subprocess.Popen", "os.system", "os.exec",
     "os.posix_spawn", "os.spawn", "os.fork", "os.kill", "os.killpg", "marshal.loads", "code.__new__",
-    "sys.monitoring.register_callback", "cpython.remote_debugger_script",
+    "sys.monitoring.register_callback", "cpython.remote_debugger_script", "object.__setattr__",
 ))
-#: standard-library modules that only pass a request on (their caller is the one to blame)
-_WRAPPERS = ("inspect.py", "traceback.py", "pathlib.py", "shutil.py", "subprocess.py", "os.py", "io.py",
-             "_pyio.py", "tempfile.py", "codecs.py", "gc.py", "threading.py", "runpy.py")
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
 #: events worth recording even when the import machinery raised them on behalf of a module
-#: being imported (the others, compile/exec/code objects/reads of the module, are just imports)
-_EVEN_DURING_IMPORT = frozenset((
+#: being imported (the others, compile/exec/code objects/reads of the module, are just imports);
+#: each kind has its own budget, so a flood of minor events cannot crowd these out
+_SEVERE = frozenset((
     "sys._current_frames", "gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys.settrace",
     "sys.setprofile", "sys.addaudithook", "ctypes.dlopen", "ctypes.dlsym", "ctypes.cdata", "ctypes.addressof",
     "ctypes.call_function", "ctypes.string_at", "sys.monitoring.register_callback",
 ))
-_HERE = os.path.dirname(os.path.abspath(__file__))
-
+_WRITES = frozenset(("open", "os.remove", "os.rename", "os.rmdir", "os.truncate", "os.chmod", "os.symlink",
+                     "os.link", "shutil.rmtree", "shutil.move", "shutil.copyfile"))
+#: frames recorded per event beyond the one that raised it (enough for the host's rule: the
+#: library frames up to the first frame that is not, see docs/SECURITY.md)
+CHAIN = 8
+#: characters of one evidence line; longer records are cut (and then unreadable)
+LINE_CAP = 8000
 
 def emit(record):
-    """Write one evidence record (a dict) as a JSON line; never raises."""
-    fd = _STATE["fd"]
-    if fd is None:
+    """Send one evidence record (a dict) as a JSON line; never raises."""
+    if _STATE["sock"] is None:
         return
     try:
-        os.write(fd, (json.dumps(record, default=str)[:LINE_CAP] + "\n").encode("utf-8", "replace"))
+        if os.getpid() != _STATE["pid"]:
+            _reconnect()
+        line = (dumps(record)[:LINE_CAP] + "\n").encode("utf-8", "replace")
+        with _STATE["lock"]:
+            fd = _STATE["sock"]
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) != _STATE["inode"]:   # closed, and the number reused by the tests
+                _STATE["sock"] = None
+                return
+            while line:
+                line = line[os.write(fd, line):]
     except Exception:
         pass
 
 
-#: characters of one evidence line; longer records are cut (and then unreadable)
-LINE_CAP = 8000
+#: JSON string escapes: the quote, the backslash and every control character
+_ESCAPES = {c: "\\u%04x" % c for c in range(32)}
+_ESCAPES.update({ord('"'): '\\"', ord("\\"): "\\\\"})
+
+
+def dumps(value):
+    """JSON text of an evidence record (dicts, lists, strings, numbers, booleans, None;
+    anything else as its ``str``), without importing ``json`` into every test process."""
+    kind = type(value)
+    if kind is str:
+        return '"' + value.translate(_ESCAPES) + '"'
+    if kind is dict:   # the records: mostly flat, mostly strings
+        return "{" + ",".join('"' + (k if type(k) is str else str(k)).translate(_ESCAPES) + '":' + (
+            '"' + v.translate(_ESCAPES) + '"' if type(v) is str else dumps(v)) for k, v in value.items()) + "}"
+    if value is None or value is True or value is False:
+        return "null" if value is None else "true" if value else "false"
+    if kind is int:
+        return repr(value)
+    if kind is float:
+        return repr(value) if value == value and value not in (float("inf"), float("-inf")) else "null"
+    if kind in (list, tuple):
+        return "[" + ",".join(dumps(v) for v in value) + "]"
+    try:
+        return dumps(str(value))
+    except Exception:
+        return '"?"'
+
+
+def _connect(path):
+    """The connected socket's fd (close-on-exec). A bare fd, not a socket object: nothing
+    of ours is left for the interpreter to warn about at exit (``-X dev`` would print a
+    ResourceWarning into the tests' output)."""
+    try:
+        import _socket as sockets
+    except ImportError:
+        import socket as sockets
+    sock = sockets.socket(sockets.AF_UNIX, sockets.SOCK_STREAM)
+    try:
+        sock.connect(path)
+    except Exception:
+        sock.close()
+        raise
+    fd = sock.detach()
+    st = os.fstat(fd)
+    _STATE["inode"] = (st.st_dev, st.st_ino)
+    return fd
+
+
+def _reconnect():
+    """A forked child: its own connection (the kernel names it), never its parent's."""
+    _STATE["pid"] = os.getpid()
+    _STATE["sock"] = None   # the parent's connection (left open: the child may have reused its number)
+    try:
+        import _thread
+        _STATE["lock"] = _thread.RLock()
+        _STATE["sock"] = _connect(_STATE["path"])
+    except Exception:
+        _STATE["sock"] = None
+        return
+    _STATE["seen"] = set()
+    _STATE["counts"] = {}
+    emit({"k": "boot", "forked": True, "pid": os.getpid(), "monitor": _STATE["started"]})
 
 
 def testbed_files(tb, limit=64, budget=5000):
@@ -73,13 +158,15 @@ def testbed_files(tb, limit=64, budget=5000):
         tb = tb.tb_next
     files, used = [], 0
     for name in reversed(seen):
-        cost = len(json.dumps(name)) + 2
+        cost = len(dumps(name)) + 2
         if len(files) >= limit or used + cost > budget:
             break
         files.append(name)
         used += cost
     return files
 
+
+# --------------------------------------------------------------------------- the hook
 
 def _writes(args):
     mode, flags = (args[1], args[2]) if len(args) >= 3 else (None, 0)
@@ -88,51 +175,94 @@ def _writes(args):
     return isinstance(flags, int) and bool(flags & _WRITE_FLAGS)
 
 
-def _culprit(frame):
-    """The first frame that is neither the harness's nor a thin stdlib wrapper, and the
-    distinct working-copy files on the whole stack (innermost first): code exec'd under
-    a made-up file name still has its caller on the stack."""
-    culprit, stack, via_import = None, [], False
+def _walk(frame):
+    """(chain, working-copy files on the whole stack, an import on the way): the chain is
+    the frames from the first that is neither the harness's nor transparent, as far as the
+    first ``c`` frame after it (at most :data:`CHAIN` + 1)."""
+    chain, stack, via_import, done = [], [], False, False
     testbed = _STATE["testbed"]
     while frame is not None:
-        name = frame.f_code.co_filename
-        if culprit is None:
-            if name.startswith("<frozen importlib"):
-                via_import = True
-            if not (name.startswith(_HERE) or name.endswith(_WRAPPERS) or name.startswith("<frozen")):
-                culprit = frame
-        if name.startswith(testbed) and name not in stack and len(stack) < 10:
+        code = frame.f_code
+        name = code.co_filename
+        if not done:
+            what = kind(code)
+            if what == "w" and name.startswith("<frozen importlib"):
+                via_import = via_import or not chain
+            elif what not in ("h", "w"):
+                chain.append([name, frame.f_lineno, what])
+                done = what == "c" or len(chain) > CHAIN
+        if name.startswith(testbed) and name not in stack and len(stack) < 32:
             stack.append(name)
         frame = frame.f_back
-    return culprit, stack, via_import
+    return chain, stack, via_import
 
 
 def _hook(event, args):
-    if event not in WATCHED or _STATE["busy"]:
+    if event not in WATCHED:
+        return
+    if event == "object.__setattr__" and (len(args) < 2 or args[1] != "__code__"):
         return
     if event == "open" and not _writes(args):
         return
-    if event == "compile" and isinstance(args[1], str) and args[1].endswith(".py"):
-        return  # a module being imported
-    if event == "exec" and getattr(args[0], "co_filename", "<").endswith(".py"):
+    busy = _STATE["busy"]
+    me = _ident()
+    if me in busy:
         return
-    _STATE["busy"] = True
+    busy.add(me)
     try:
-        frame, stack, via_import = _culprit(sys._getframe(1))
-        if frame is None or not stack or (via_import and event not in _EVEN_DURING_IMPORT):
-            return
-        filename = frame.f_code.co_filename
-        key = (event, filename, frame.f_lineno, stack[0])
-        if key in _STATE["seen"] or _STATE["count"] >= _STATE["cap"]:
-            return
-        _STATE["seen"].add(key)
-        _STATE["count"] += 1
-        emit({"k": "event", "event": event, "file": filename, "line": frame.f_lineno, "stack": stack,
-              "detail": _detail(event, args)})
+        _handle(event, args)
     except Exception:
         pass
     finally:
-        _STATE["busy"] = False
+        busy.discard(me)
+
+
+def _handle(event, args):
+    caller = sys._getframe(2)  # _handle <- _hook <- the frame that called the C function raising the event
+    if event == "exec":
+        code = args[0] if args else None
+        if type(code) is CodeType and import_exec(code, caller):
+            return
+        if getattr(code, "co_filename", "<").endswith(".py"):
+            return
+    elif event == "compile":
+        if by_import_machinery(caller, "source_to_code"):
+            return
+        filename = args[1] if len(args) > 1 else None
+        if isinstance(filename, str) and filename.startswith("/"):
+            claim(filename)
+        if isinstance(filename, str) and filename.endswith(".py"):
+            return  # a module compiled by another loader (pytest's assertion rewriting)
+    elif event == "code.__new__":
+        # Pythons 3.8 and 3.9 raise it for every code object the compiler or marshal makes,
+        # the import machinery's included: those claim nothing
+        if by_import_machinery(caller, "source_to_code", "compile_bytecode"):
+            return
+        claim(args[1] if len(args) > 1 else None)
+    elif event == "object.__setattr__":
+        if len(args) > 2 and args[1] == "__code__":
+            claim(getattr(getattr(args[0], "__code__", None), "co_filename", None))
+            claim(getattr(args[2], "co_filename", None))
+        return
+    elif event == "marshal.loads":
+        if by_import_machinery(caller, "compile_bytecode"):
+            return
+    _record(event, args, caller)
+
+
+def _record(event, args, frame):
+    chain, stack, via_import = _walk(frame)
+    if not chain or not stack or (via_import and event not in _SEVERE):
+        return
+    budget = "severe" if event in _SEVERE else "writes" if event in _WRITES else "other"
+    key = (event, tuple(map(tuple, chain[:3])), stack[0])
+    counts = _STATE["counts"]
+    if key in _STATE["seen"] or counts.get(budget, 0) >= _STATE["cap"]:
+        return
+    _STATE["seen"].add(key)
+    counts[budget] = counts.get(budget, 0) + 1
+    emit({"k": "event", "event": event, "file": chain[0][0], "line": chain[0][1], "stack": stack,
+          "chain": chain, "detail": _detail(event, args)})
 
 
 def _detail(event, args):
@@ -166,18 +296,30 @@ def _wrap_gc():
         setattr(gc, name, wrapper)
 
 
-def start(fd, options):
-    """Called once by the bootstrap."""
-    try:
-        os.set_inheritable(fd, False)
-    except OSError:
-        return
-    _STATE["fd"] = fd
-    _STATE["testbed"] = options.get("testbed", "/testbed").rstrip("/") + "/"
+def start(options, harness_modules=()):
+    """Called once by the bootstrap: connect, say so, install the hook."""
+    import _thread
+    global _ident
+    _ident = _thread.get_ident
+    _STATE["lock"] = _thread.RLock()
+    _STATE["testbed"] = str(options.get("testbed") or "/testbed").rstrip("/") + "/"
     _STATE["results"] = options.get("results")
+    _STATE["path"] = options.get("socket")
+    _STATE["pid"] = os.getpid()
+    try:
+        _STATE["sock"] = _connect(_STATE["path"])
+    except Exception:
+        _STATE["sock"] = None
+    monitor = bool(options.get("monitor")) and hasattr(sys, "addaudithook")
     # sys.argv does not exist yet while site runs on Pythons before 3.8
-    emit({"k": "boot", "python": sys.version.split()[0], "pid": os.getpid(), "argv": getattr(sys, "argv", [])[:3],
-          "monitor": bool(options.get("monitor")) and hasattr(sys, "addaudithook")})
-    if options.get("monitor") and hasattr(sys, "addaudithook"):
+    emit({"k": "boot", "python": sys.version.split()[0], "pid": os.getpid(),
+          "argv": list(getattr(sys, "orig_argv", getattr(sys, "argv", [])))[:4], "monitor": monitor})
+    if monitor:
         _wrap_gc()
+        snapshot(list(harness_modules), _STATE["testbed"])
+        _STATE["started"] = True
         sys.addaudithook(_hook)
+
+
+def _ident():
+    return 0

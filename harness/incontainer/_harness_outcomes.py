@@ -2,8 +2,14 @@
 
 Passive by design: it prints nothing, adds nothing to reports or to the JUnit file, and
 returns None from every hook, so the repository's own tests (pytest's included) see no
-difference. Through the evidence fd (``_harness_monitor.emit``) it records:
+difference. The bootstrap imports it before pytest starts and has every pytest session of
+the process register it (:func:`install`; ``-p _harness_outcomes`` of the test command
+finds the same module), so a session started by tox, by a test through ``subprocess`` or
+in-process by ``pytester`` reports too. Each session is numbered in its process (``s``);
+through the evidence channel (``_harness_monitor.emit``) it records:
 
+* ``start``: whether this session writes the run's results file (``graded``: its
+  ``--junitxml`` is the file the harness reads); the host grades with those sessions only;
 * ``report``: every test report pytest produced (id, phase, outcome, whether xfailed), so
   the host can check the results file against what the runner itself concluded;
 * ``raised``: for a report that is a skip or an xfail, where it was raised: the distinct
@@ -12,7 +18,7 @@ difference. Through the evidence fd (``_harness_monitor.emit``) it records:
 * ``session``: the exit status, and at ``unconfigure`` (after the JUnit writer ran) the
   sha256 of the results file, so a file rewritten later (``atexit``) is detected.
 
-The report hook runs *first* (``tryfirst``, marked through pluggy when it is importable):
+The report hook runs *first* (``tryfirst``, marked through pluggy once pytest runs):
 pytest's own unittest plugin, also ``tryfirst``, replaces a ``unittest.SkipTest`` raised in
 a plain test with a skip raised from pytest's code, which would hide where it came from.
 
@@ -22,19 +28,26 @@ pytest would warn that it cannot, and a repository's ``filterwarnings = error`` 
 that fatal): PYTEST_DONT_REWRITE.
 """
 
-import hashlib
 import os
+import sys
 
 from _harness_monitor import _STATE, emit, testbed_files
 
 _SKIP_TYPES = ("Skipped", "XFailed", "SkipTest", "skip.Exception", "OutcomeException")
+_SESSIONS = [0]
 
-try:  # pytest's own marker (pytest.hookimpl is this); without pluggy, no pytest to load us
-    from pluggy import HookimplMarker
-    _first = HookimplMarker("pytest")(tryfirst=True)
-except Exception:
-    def _first(function):
-        return function
+
+def _mark_first():
+    """Mark the report hook ``tryfirst`` with pytest's own marker (pytest.hookimpl is this),
+    once pytest runs: pluggy is imported by then, and a process that never runs pytest
+    never imports it."""
+    function = _Session.__dict__["pytest_runtest_makereport"]
+    if getattr(function, "pytest_impl", None) is None:
+        try:
+            from pluggy import HookimplMarker
+            HookimplMarker("pytest")(tryfirst=True)(function)
+        except Exception:   # pytest without pluggy (3.x vendored it): the order is then pytest's
+            pass
 
 
 def _has_xfail_marker(item):
@@ -44,45 +57,124 @@ def _has_xfail_marker(item):
         return getattr(item, "get_closest_marker", lambda name: None)("xfail") is not None
 
 
-@_first
-def pytest_runtest_makereport(item, call):
-    excinfo = call.excinfo
-    if excinfo is None and getattr(item, "_excinfo", None):
-        excinfo = item._excinfo[0]   # a unittest TestCase's outcome, before pytest moves it to call
-    if excinfo is None:
+def _writes_results(config):
+    """This session's JUnit writer writes the run's results file (an xdist worker has the
+    controller's options but writes nothing)."""
+    results = _STATE.get("results")
+    xml = getattr(getattr(config, "option", None), "xmlpath", None)
+    worker = hasattr(config, "workerinput") or hasattr(config, "slaveinput")
+    return bool(results and isinstance(xml, str) and not worker
+                and os.path.abspath(xml) == os.path.abspath(results))
+
+
+def pytest_configure(config):
+    _mark_first()
+    _SESSIONS[0] += 1
+    session = _Session(_SESSIONS[0], _writes_results(config))
+    emit({"k": "start", "s": session.number, "graded": session.graded, "pid": os.getpid()})
+    config.pluginmanager.register(session, "_harness_outcomes_session")
+
+
+class _Session:
+    """The hooks of one pytest session (one config)."""
+
+    def __init__(self, number, graded):
+        self.number = number
+        self.graded = graded
+
+    def pytest_runtest_makereport(self, item, call):   # tryfirst: _mark_first
+        excinfo = call.excinfo
+        if excinfo is None and getattr(item, "_excinfo", None):
+            excinfo = item._excinfo[0]   # a unittest TestCase's outcome, before pytest moves it to call
+        if excinfo is None:
+            return None
+        exc_type = type(excinfo.value)
+        names = {cls.__name__ for cls in exc_type.__mro__}
+        if names.isdisjoint(_SKIP_TYPES) and not _has_xfail_marker(item):
+            return None
+        files = testbed_files(excinfo.tb)
+        # a unittest TestCase's skip reaches pytest re-raised as pytest's own skip, from inside
+        # the handler of the original (Python 3.11+): the original's frames say where it came from
+        context = getattr(excinfo.value, "__context__", None)
+        if context is not None and not {c.__name__ for c in type(context).__mro__}.isdisjoint(_SKIP_TYPES):
+            files = testbed_files(context.__traceback__) + [f for f in files if f]
+            files = list(dict.fromkeys(files))[:64]
+        emit({"k": "raised", "s": self.number, "id": item.nodeid, "when": call.when,
+              "exc": exc_type.__name__[:200], "files": files, "xfail_marker": _has_xfail_marker(item)})
         return None
-    exc_type = type(excinfo.value)
-    names = {cls.__name__ for cls in exc_type.__mro__}
-    if names.isdisjoint(_SKIP_TYPES) and not _has_xfail_marker(item):
-        return None
-    files = testbed_files(excinfo.tb)
-    # a unittest TestCase's skip reaches pytest re-raised as pytest's own skip, from inside
-    # the handler of the original (Python 3.11+): the original's frames say where it came from
-    context = getattr(excinfo.value, "__context__", None)
-    if context is not None and not {c.__name__ for c in type(context).__mro__}.isdisjoint(_SKIP_TYPES):
-        files = testbed_files(context.__traceback__) + [f for f in files if f]
-        files = list(dict.fromkeys(files))[:64]
-    emit({"k": "raised", "id": item.nodeid, "when": call.when, "exc": exc_type.__name__[:200],
-          "files": files, "xfail_marker": _has_xfail_marker(item)})
-    return None
+
+    def pytest_runtest_logreport(self, report):
+        emit({"k": "report", "s": self.number, "id": report.nodeid, "when": report.when,
+              "outcome": report.outcome, "xfail": hasattr(report, "wasxfail")})
+
+    def pytest_sessionfinish(self, session, exitstatus):
+        emit({"k": "session", "s": self.number, "exitstatus": int(exitstatus)})
+
+    def pytest_unconfigure(self, config):
+        if not self.graded:
+            return
+        import hashlib
+        try:
+            with open(_STATE["results"], "rb") as handle:
+                digest = hashlib.sha256(handle.read()).hexdigest()
+        except OSError:
+            digest = None
+        emit({"k": "results_file", "s": self.number, "sha256": digest, "pid": os.getpid()})
 
 
-def pytest_runtest_logreport(report):
-    emit({"k": "report", "id": report.nodeid, "when": report.when, "outcome": report.outcome,
-          "xfail": hasattr(report, "wasxfail")})
-
-
-def pytest_sessionfinish(session, exitstatus):
-    emit({"k": "session", "exitstatus": int(exitstatus)})
-
-
-def pytest_unconfigure(config):
-    path = _STATE.get("results")
-    if not path:
+def _register_in(config_module):
+    """Every config pytest makes registers this module (as pytest's own default plugins are)."""
+    original = getattr(config_module, "get_config", None)
+    if original is None or getattr(original, "_harness", False):
         return
-    try:
-        with open(path, "rb") as handle:
-            digest = hashlib.sha256(handle.read()).hexdigest()
-    except OSError:
-        digest = None
-    emit({"k": "results_file", "sha256": digest, "pid": os.getpid()})
+
+    def get_config(*args, **kwargs):
+        config = original(*args, **kwargs)
+        try:
+            config.pluginmanager.import_plugin(__name__)
+        except Exception:
+            pass
+        return config
+    get_config.__doc__, get_config.__wrapped__, get_config._harness = original.__doc__, original, True
+    config_module.get_config = get_config
+
+
+class _PytestWatcher:
+    """A meta-path entry that finds nothing itself: when ``_pytest.config`` is first
+    imported, it lets the usual finders find it and registers this plugin once it ran."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "_pytest.config":
+            return None
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
+        for finder in list(sys.meta_path):
+            find = getattr(finder, "find_spec", None)
+            spec = find(name, path, target) if find is not None else None
+            if spec is not None:
+                break
+        else:
+            return None
+        loader = spec.loader
+        run = getattr(loader, "exec_module", None)
+        if run is None:
+            return spec
+
+        def exec_module(module):
+            run(module)
+            _register_in(module)
+        try:
+            loader.exec_module = exec_module
+        except Exception:
+            pass
+        return spec
+
+
+def install():
+    """Called by the bootstrap."""
+    if "_pytest.config" in sys.modules:
+        _register_in(sys.modules["_pytest.config"])
+    else:
+        sys.meta_path.insert(0, _PytestWatcher())

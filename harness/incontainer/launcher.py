@@ -9,7 +9,7 @@ The plan (root-only, removed once read) names its step. The **build step**
 (``"step": "build"``, only when the spec can rebuild in place and the patch needs it) runs
 before anything is sealed:
 
-B1. ``build``: the spec's rebuild, as the test user, monitored (:func:`monitor_for_build`),
+B1. ``build``: the spec's rebuild, as the test user, monitored (:func:`monitored`),
     under its own timeout; then every process of the test user is killed;
 B2. when it failed: the working copy is reset to the pristine tree (as the test user) and
     the same rebuild runs once more (``pristine_build``): the host charges the failure to
@@ -37,8 +37,10 @@ The **test step** (the default) says, in order:
    directory of its own that the test user cannot write (:func:`start_services`); waits
    until their addresses accept;
 5. ``tests``: the test command as the test user, output streamed to this exec's stdout,
-   under the timeout; the evidence file is inherited as an fd the test user cannot open
-   by path; afterwards every process of the test user is killed;
+   under the timeout, with the harness's bootstrap active (``tests.bootstrap``: the
+   activation file and the evidence socket, ``evidence_channel.py``) for exactly as long
+   as it runs; afterwards every process of the test user is killed and what they sent is
+   collected into the output directory;
 6. the sealed entries are fingerprinted again (``seal_changed``) and what the tests
    created in sealed directories is surveyed (``created``, :func:`survey`: the host judges
    planted test infrastructure and shadowing entries); the results file is copied (no
@@ -46,6 +48,10 @@ The **test step** (the default) says, in order:
    ``evidence.json``.
 
 Stdout carries the tests' output only. Runs on any Python >= 3.6.
+
+    /usr/bin/python3 -I -S /harness/trusted/launcher.py --tests-only '{"tests": ..., "testbed": ...}'
+
+runs step 5 alone in an already prepared sandbox (benchmarks/overhead.py times it).
 """
 
 import hashlib
@@ -62,6 +68,7 @@ import time
 
 # the trusted directory (root-owned, read-only): -I leaves it off sys.path
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import evidence_channel  # noqa: E402
 from sealing import (fingerprint, inside, listings, purge_bytecode, remove, seal, survey,  # noqa: E402
                      sysctl)
 
@@ -123,11 +130,11 @@ def kill_user(uid):
         time.sleep(0.02)
 
 
-def run_group(argv, cwd, env, timeout, stdout, stderr, pass_fds=()):
+def run_group(argv, cwd, env, timeout, stdout, stderr):
     """Run argv in its own session; kill the whole group at the deadline."""
     started = time.monotonic()
     proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL,
-                            start_new_session=True, pass_fds=pass_fds)
+                            start_new_session=True)
     timed_out = False
     try:
         proc.wait(timeout=timeout)
@@ -147,11 +154,11 @@ def run_group(argv, cwd, env, timeout, stdout, stderr, pass_fds=()):
             "duration": round(time.monotonic() - started, 4)}
 
 
-def captured(argv, cwd, env, timeout, pass_fds=()):
+def captured(argv, cwd, env, timeout):
     # an unnamed file (O_EXCL, random name): the test user can write /tmp, and a link planted
     # at a predictable path there would make root write wherever it points
     with tempfile.TemporaryFile() as out:
-        result = run_group(argv, cwd, env, timeout, out, subprocess.STDOUT, pass_fds)
+        result = run_group(argv, cwd, env, timeout, out, subprocess.STDOUT)
         out.seek(0, 2)
         out.seek(max(0, out.tell() - TAIL))
         result["output_tail"] = out.read().decode("utf-8", "replace")
@@ -258,11 +265,38 @@ def start_services(plan, record):
 
 
 # --------------------------------------------------------------------------- the build step
-def monitor_for_build(plan, env, events_fd):
-    """Switch the runtime monitor on for the model's build: the environment (and, with an
-    activation file, the file) that makes the build's interpreters install the audit hook
-    writing to ``events_fd``. The one place the build's monitoring is decided."""
-    return dict(env, HARNESS_EVIDENCE_FD=str(events_fd))
+def monitored(boot, out_path, uid, gid, limit):
+    """The evidence channel switched on around one command: a collector writing to
+    ``out_path`` and the activation file, for as long as the ``with`` body runs (None
+    ``boot``: nothing). The one place a monitored window opens and closes."""
+    return _Monitored(boot, out_path, uid, gid, limit)
+
+
+class _Monitored:
+    def __init__(self, boot, out_path, uid, gid, limit):
+        self.boot, self.out_path, self.uid, self.gid, self.limit = boot, out_path, uid, gid, limit
+        self.collector, self.channel = None, None
+
+    def __enter__(self):
+        if self.boot:
+            self.collector = evidence_channel.Collector(self.boot["socket"], self.out_path, self.uid, self.gid,
+                                                        self.limit)
+            self.collector.start()
+            evidence_channel.activate(self.boot["activation"], {
+                "uid": self.uid, "socket": self.boot["socket"], "testbed": self.boot.get("testbed"),
+                "results": self.boot.get("results"), "monitor": bool(self.boot.get("monitor"))})
+        return self
+
+    def __exit__(self, *exc):
+        if self.boot:
+            evidence_channel.deactivate(self.boot["activation"])
+        return False
+
+    def stop(self):
+        """After every process of the user is gone: the collector's record (None unmonitored)."""
+        if self.collector is not None:
+            self.channel = self.collector.stop()
+        return self.channel
 
 
 def reset_as_user(testbed, pristine, uid, gid, timeout):
@@ -281,17 +315,17 @@ def build_step(plan):
     uid, gid = plan["user"]
     build = plan["build"]
     record = {"commands": []}
-    events_path = os.path.join(out_dir, "build-events.jsonl")
-    events = os.open(events_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        env = monitor_for_build(plan, build["env"], events)
-        res = captured(as_user(uid, gid, env_argv(env, build["argv"])), testbed, None, build["timeout"],
-                       pass_fds=(events,))
-    finally:
-        os.close(events)
+    boot = build.get("bootstrap")
+    if boot:
+        boot = dict(boot, testbed=testbed)
+    with monitored(boot, os.path.join(out_dir, "build-events.jsonl"), uid, gid,
+                   plan.get("events_limit", 16 << 20)) as window:
+        res = captured(as_user(uid, gid, env_argv(build["env"], build["argv"])), testbed, None, build["timeout"])
     kill_user(uid)
-    if os.path.getsize(events_path) > plan.get("events_limit", 16 << 20):
-        os.truncate(events_path, plan.get("events_limit", 16 << 20))
+    channel = window.stop()
+    if channel is not None:
+        record["channel"] = channel
+        record["events_truncated"] = channel["truncated"]
     res.update(phase="build", argv=build["argv"])
     record["commands"].append(res)
     record["build"] = {"exit_code": res["exit_code"], "timed_out": res["timed_out"]}
@@ -354,7 +388,39 @@ def copy_results(plan, record):
     record["results"] = info
 
 
+def run_tests(tests, testbed, out_dir, uid, gid, events_limit, record):
+    """Step 5: the test command as the test user with the bootstrap active, then every
+    process of the test user killed; ``record["tests"]`` and ``record["channel"]``."""
+    boot = tests.get("bootstrap")
+    if boot:
+        boot = dict(boot, testbed=testbed)
+    sys.stdout.flush()
+    with monitored(boot, os.path.join(out_dir, "events.jsonl"), uid, gid, events_limit) as window:
+        res = run_group(as_user(uid, gid, env_argv(tests["env"], tests["argv"])), testbed, None, tests["timeout"],
+                        None, None)
+    res.update(phase="tests", argv=tests["argv"])
+    record["tests"] = res
+    kill_user(uid)
+    channel = window.stop()
+    if channel is not None:
+        record["channel"] = channel
+        record["events_truncated"] = channel["truncated"]
+
+
+def tests_only(text):
+    """``--tests-only JSON``: step 5 alone, for a sandbox the harness prepared."""
+    spec = json.loads(text)
+    os.makedirs(spec["out_dir"], mode=0o700, exist_ok=True)
+    record = {}
+    run_tests(spec["tests"], spec["testbed"], spec["out_dir"], spec["user"][0], spec["user"][1],
+              spec.get("events_limit", 16 << 20), record)
+    sys.stdout.flush()
+    return 0 if (record["tests"]["exit_code"] or 0) == 0 else record["tests"]["exit_code"] or 1
+
+
 def main():
+    if sys.argv[1] == "--tests-only":
+        sys.exit(tests_only(sys.argv[2]))
     plan_path = sys.argv[1]
     with open(plan_path) as handle:
         plan = json.load(handle)
@@ -414,21 +480,10 @@ def main():
         tests = plan["tests"]
         os.mkdir(tests["run_dir"], 0o700)
         os.chown(tests["run_dir"], uid, gid)
-        events = os.open(os.path.join(out_dir, "events.jsonl"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        env = dict(tests["env"], HARNESS_EVIDENCE_FD=str(events))
-        sys.stdout.flush()
-        res = run_group(as_user(uid, gid, env_argv(env, tests["argv"])), testbed, None, tests["timeout"],
-                        None, None, pass_fds=(events,))
-        os.close(events)
-        res.update(phase="tests", argv=tests["argv"])
-        record["tests"] = res
-        kill_user(uid)
-        # the test user may have filled /harness (a tmpfs): cap the evidence first, then copy the
-        # results out of the test user's directory and remove it, so evidence.json fits
-        events_path = os.path.join(out_dir, "events.jsonl")
-        if os.path.getsize(events_path) > plan.get("events_limit", 16 << 20):
-            os.truncate(events_path, plan.get("events_limit", 16 << 20))
-            record["events_truncated"] = True
+        run_tests(tests, testbed, out_dir, uid, gid, plan.get("events_limit", 16 << 20), record)
+        # the test user may have filled /harness (a tmpfs): the evidence is capped as it is
+        # collected; copy the results out of the test user's directory and remove it, so
+        # evidence.json fits
         try:
             copy_results(plan, record)
         except OSError as exc:

@@ -6,15 +6,24 @@ Two artefacts come out of the root-owned output directory:
   removed, the sealed set and what changed in it during the run, what the tests created in
   sealed directories (``created``), service steps, the test command's exit code and
   duration, the results file's hash;
-* ``events.jsonl`` - lines written by the trusted in-process reporters through the
-  evidence fd: ``boot`` (the bootstrap ran), ``event`` (the audit hook saw a watched
-  event caused by a frame in the working copy), ``report``/``raised``/``session``/
-  ``results_file`` (the outcome plugin).
+* ``events.jsonl`` - what the trusted in-process reporters of every bootstrapped process
+  sent over the evidence socket, as the launcher's collector wrote it: ``h<n>\t{...}`` is
+  the collector's own header of connection ``n`` (the sender's pid, uid, parent and
+  command line, from the kernel and ``/proc``), ``<n>\t{...}`` a record that connection
+  sent (a bare ``{...}`` line is a record of evidence written before connections were
+  told apart: one process). Records: ``boot`` (the bootstrap ran), ``event`` (the audit
+  hook saw a watched event with a frame of the working copy on the stack), ``start``/
+  ``report``/``raised``/``session``/``results_file`` (the outcome plugin, per pytest
+  session ``s`` of the process; the reporter runners' records carry no session).
 
 Both are read with caps (sizes, line counts, lengths), as hostile input: the test user
-can write anything to the fd it inherited. Judging needs the tree truth (which files
-the model changed): an event, a skip or an xfail raised from such a file is the code
-under test speaking, not the test.
+can send anything over its own connections. Outcome records count only from the sessions
+that wrote the run's results file (``start`` with ``graded``; a session in a subprocess or
+an in-process ``pytester`` run reports its own tests, not the graded ones; when no session
+wrote it, from every session); events count from every process. A stream the collector
+cut at its cap is ambiguous (``evidence_truncated``): what came after is unknown. Judging needs the tree truth (which files the model changed): an
+event, a skip or an xfail raised from such a file is the code under test speaking, not
+the test; which events the model asked for is :mod:`harness.integrity.attribution`'s rule.
 
 Runtime events and what they make the run (documented in docs/SECURITY.md):
 
@@ -41,9 +50,11 @@ or ``*.pth`` in a sealed directory itself; and, in a sealed directory, an entry 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 
 from harness.grading.status import TestStatus
+from harness.integrity.attribution import asked_by_model, culprit, relative
 
 MAX_EVENT_LINES = 100_000
 MAX_LINE = 16_384
@@ -73,6 +84,10 @@ class Evidence:
     session: dict | None = None
     results_file: dict | None = None
     notes: list[str] = field(default_factory=list)
+    #: connection number -> the collector's header (sender pid, uid, ppid, argv)
+    processes: dict[int, dict] = field(default_factory=dict)
+    #: (connection, session) of the pytest sessions that wrote the results file
+    graded_sessions: list[tuple[int | None, int]] = field(default_factory=list)
 
     @property
     def test_exit_code(self) -> int | None:
@@ -94,24 +109,46 @@ def parse_evidence(launcher_json: bytes | None, events: bytes | None) -> Evidenc
     if len(lines) > MAX_EVENT_LINES:
         ev.notes.append(f"{len(lines)} evidence lines; only the first {MAX_EVENT_LINES} read")
         lines = lines[:MAX_EVENT_LINES]
-    bad = 0
+    bad, records = 0, []
     for raw in lines:
         if not raw.strip():
             continue
+        match = _FRAMED.match(raw[:MAX_LINE + 16])
+        connection, header = (int(match.group(2)), match.group(1) == b"h") if match else (None, False)
         try:
-            record = json.loads(raw[:MAX_LINE])
+            record = json.loads(raw[match.end():match.end() + MAX_LINE] if match else raw[:MAX_LINE])
         except ValueError:
             bad += 1
             continue
         if not isinstance(record, dict):
             bad += 1
             continue
+        if header:
+            ev.processes.setdefault(connection, record)
+        else:
+            records.append((connection, record))
+    graded = {(c, r.get("s")) for c, r in records if r.get("k") == "start" and r.get("graded") is True}
+    ev.graded_sessions = sorted(graded, key=lambda cs: (cs[0] or 0, cs[1] if isinstance(cs[1], int) else 0))
+    severe = minor = 0
+    for connection, record in records:
         kind = record.get("k")
         test_id = record.get("id")
+        # outcome records: the reporter's and pre-session evidence's carry no session; when no
+        # session wrote the results file (a command without our --junitxml), every session's count
+        counts = "s" not in record or not graded or (connection, record.get("s")) in graded
         if kind == "boot" and ev.boot is None:
             ev.boot = record
-        elif kind == "event" and len(ev.events) < 2000:
-            ev.events.append(record)
+        elif kind == "event":
+            # every event that can make a run tampered is kept; the minor ones up to a cap
+            if str(record.get("event")) in TAMPER_EVENTS or str(record.get("event")) in WRITE_EVENTS:
+                severe += 1
+                if severe <= MAX_EVENTS:
+                    ev.events.append(record)
+            elif minor < MAX_EVENTS:
+                minor += 1
+                ev.events.append(record)
+        elif not counts:
+            continue
         elif kind == "report" and isinstance(test_id, str):
             ev.reports.setdefault(node_id(test_id[:4096]), {})[str(record.get("when"))] = record
         elif kind == "raised" and isinstance(test_id, str):
@@ -122,6 +159,8 @@ def parse_evidence(launcher_json: bytes | None, events: bytes | None) -> Evidenc
             ev.results_file = record
     if bad:
         ev.notes.append(f"{bad} evidence lines were not JSON objects")
+    if severe > MAX_EVENTS:
+        ev.notes.append(f"{severe} monitor events that can make a run tampered; the first {MAX_EVENTS} judged")
     return ev
 
 
@@ -138,8 +177,9 @@ def node_id(reported: str) -> str:
     return "::".join(part for part in head.split("::") if part != "()") + bracket + params
 
 
-def relative(path: str, testbed: str = "/testbed/") -> str | None:
-    return path[len(testbed):] if isinstance(path, str) and path.startswith(testbed) else None
+#: ``h<n>\t`` (the collector's header of connection n) or ``<n>\t`` (a record it received)
+_FRAMED = re.compile(rb"(h?)([0-9]{1,9})\t")
+MAX_EVENTS = 2000
 
 
 def code_raised(ev: Evidence, model_files: frozenset[str]) -> frozenset[str]:
@@ -223,11 +263,7 @@ def judge_evidence(ev: Evidence, statuses: dict[str, TestStatus], graded: tuple[
 
     monitor_hits: dict[str, list[str]] = {}
     for record in ev.events:
-        path = relative(str(record.get("file", "")))
         event = str(record.get("event", ""))[:80]
-        stack = [relative(str(f)) for f in (record.get("stack") or [])[:10] if isinstance(f, str)]
-        # the frame that made the call is the model's; or, for the events that make a run
-        # tampered, any frame of the model's on the stack (exec'd code can claim any file name)
         detail = str(record.get("detail", ""))[:200]
         if event in WRITE_EVENTS:
             target = _first_path(detail)
@@ -237,12 +273,11 @@ def judge_evidence(ev: Evidence, statuses: dict[str, TestStatus], graded: tuple[
                 continue  # /tmp and the like: the tests' business
             elif event == "open":
                 event = "write_working_copy"
-        direct = path is not None and path in model_files
-        on_stack = (event in TAMPER_EVENTS or event == "write_harness_files") and any(
-            f in model_files for f in stack if f)
-        if not (direct or on_stack):
+        tamper_class = event in TAMPER_EVENTS or event == "write_harness_files"
+        if not asked_by_model(record, model_files, tamper_class):
             continue
-        where = f"{path or record.get('file')}:{record.get('line')}"
+        file, line = culprit(record) or ("", None)
+        where = f"{relative(file) or file}:{line}"
         monitor_hits.setdefault(event, []).append(f"{where} {detail}".strip())
     if monitor_hits:
         details["monitor"] = {k: v[:20] for k, v in sorted(monitor_hits.items())}
@@ -252,6 +287,17 @@ def judge_evidence(ev: Evidence, statuses: dict[str, TestStatus], graded: tuple[
                 tampered.append(f"the code under test called {event} ({monitor_hits[event][0]})")
     if plugin_expected and ev.boot is None and (launcher.get("tests") or {}).get("exit_code") is not None:
         flags.append("monitor_not_loaded")
+    channel = launcher.get("channel") if isinstance(launcher.get("channel"), dict) else {}
+    if channel.get("truncated"):
+        # what the stream would have shown past its cap is unknown: a flood of records must
+        # not push the monitor's or the runner's out of sight
+        flags.append("evidence_truncated")
+        ambiguous = ambiguous or (f"the evidence stream reached its cap ({channel.get('bytes')} bytes): "
+                                  "what was sent after it is unknown")
+    if ev.processes:  # which processes ran the bootstrap (the collector's view of each connection)
+        details["evidence_processes"] = [
+            {"connection": n, "pid": p.get("pid"), "ppid": p.get("ppid"), "argv": (p.get("argv") or [])[:4]}
+            for n, p in sorted(ev.processes.items())[:20]]
 
     if plugin_expected and ev.boot is not None and ev.reports:
         disagree = []

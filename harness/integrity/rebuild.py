@@ -128,7 +128,7 @@ def run_build_step(sandbox: Sandbox, layout: steps.Layout, spec: EnvSpec, env: d
     pristine tree's retry runs without). ``record(phase, argv, result)`` keeps the exec."""
     argv = ["/bin/bash", "-c", spec.reinstall_command]
     limits = {"max_changes": config.max_tree_changes, "content_limit": 0, "content_total": 0}
-    launch = steps.build_plan(layout, argv, steps.test_env(env, None, config.monitor), env, spec.reinstall_timeout,
+    launch = steps.build_plan(layout, argv, env, steps.bootstrap(None, config.monitor), spec.reinstall_timeout,
                               config.setup_timeout, limits)
     sandbox.put_files(steps.IO_DIR, steps.plan_file(layout, launch, "build.json"))
     exec_argv = steps.launcher_argv(layout, "build.json")

@@ -3,7 +3,10 @@
 Layout of ``/harness`` (a root-owned tmpfs) during one evaluation::
 
     TRUSTED_DIR                  root, 0755 (harness.incontainer.TRUSTED_DIR, under /harness): prepare.py,
-                                 launcher.py, py/ (bootstrap, monitor, plugin, reporter), files 0444
+                                 launcher.py, evidence_channel.py, py/ (bootstrap, monitor, plugin,
+                                 reporter), files 0444
+    ACTIVATION                   root, 0644, while the test command runs (harness.incontainer.ACTIVATION)
+    /harness/evidence.sock       root, group of the test user, 0620, while the test command runs
     /harness/in-<token>/         test user, 0700: request.json, model.diff (removed once applied)
     /harness/plan-<token>/       root, 0700: files/ (the test files to install), plan.json (removed once read)
     /harness/run-<token>/        test user, 0700, made just before the tests: the runner's results file
@@ -37,7 +40,7 @@ from harness.integrity.evidence import SURVEY_WATCH
 
 IO_DIR = "/harness"
 TRUSTED = incontainer.TRUSTED_DIR
-BOOTSTRAP_DIR = incontainer.PY_DIR
+EVIDENCE_SOCKET = f"{IO_DIR}/evidence.sock"
 SYSTEM_PYTHON = "/usr/bin/python3"
 TESTBED = "/testbed"
 TEST_UID = 1000
@@ -148,20 +151,21 @@ def launcher_argv(layout: Layout, name: str = "plan.json") -> list[str]:
     return [SYSTEM_PYTHON, "-I", "-S", f"{TRUSTED}/launcher.py", f"{layout.plan_dir}/{name}"]
 
 
+def tests_only_argv(spec: dict) -> list[str]:
+    """The launcher's test step alone (``--tests-only``), for a sandbox already prepared."""
+    return [SYSTEM_PYTHON, "-I", "-S", f"{TRUSTED}/launcher.py", "--tests-only", json.dumps(spec)]
+
+
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def test_env(base: dict[str, str], results_path: str | None, monitor: bool) -> dict[str, str]:
-    """The test command's environment: the bootstrap directory first on PYTHONPATH (the
-    bootstrap takes itself off again), and what the bootstrap needs to know."""
-    env = dict(base)
-    env["PYTHONPATH"] = ":".join(p for p in (BOOTSTRAP_DIR, base.get("PYTHONPATH", "")) if p)
-    env["HARNESS_TESTBED"] = TESTBED
-    env["HARNESS_MONITOR"] = "1" if monitor else "0"
-    if results_path:
-        env["HARNESS_RESULTS_FILE"] = results_path
-    return env
+def bootstrap(results_path: str | None, monitor: bool) -> dict:
+    """What the launcher activates for the test command (harness/incontainer/launcher.py
+    ``run_tests``): the bootstrap reaches every Python process of the environment through the
+    site hook, so the test command's environment is the spec's, untouched."""
+    return {"activation": incontainer.ACTIVATION, "socket": EVIDENCE_SOCKET, "results": results_path,
+            "monitor": monitor}
 
 
 def launch_plan(layout: Layout, plan, delete: list[str], staged: dict[str, tuple[bytes, int]], services: list[dict],
@@ -178,17 +182,17 @@ def launch_plan(layout: Layout, plan, delete: list[str], staged: dict[str, tuple
             "service_dir": layout.service_dir, "services": services, "tests": tests}
 
 
-def build_plan(layout: Layout, argv: list[str], env: dict[str, str], pristine_env: dict[str, str], timeout: int,
+def build_plan(layout: Layout, argv: list[str], env: dict[str, str], bootstrap_: dict, timeout: int,
                setup_timeout: int, limits: dict[str, int]) -> dict:
-    """What the launcher's build step reads: the rebuild (``env`` with the monitor's
-    bootstrap, ``pristine_env`` without it for the pristine tree's retry) and the tree
-    report's request (``limits`` as for the set-up step)."""
+    """What the launcher's build step reads: the rebuild (in ``env``, with ``bootstrap_``
+    activated around it, as :func:`bootstrap` gives it; the pristine tree's retry runs
+    unmonitored) and the tree report's request (``limits`` as for the set-up step)."""
     request = {"mode": "report", "hash_all": True, "testbed": TESTBED, "pristine": PRISTINE_TREE,
                "content_suffixes": [], **limits}   # the plan needs paths; the scans read the patch's tree
     path = f"{layout.report_dir}/request.json"
     return {"step": "build", "testbed": TESTBED, "pristine": PRISTINE_TREE, "out_dir": layout.out_dir,
             "user": [TEST_UID, TEST_UID], "setup_timeout": setup_timeout,
-            "build": {"argv": argv, "env": env, "pristine_env": pristine_env, "timeout": timeout},
+            "build": {"argv": argv, "env": env, "pristine_env": env, "bootstrap": bootstrap_, "timeout": timeout},
             "report": {"path": path, "request": request,
                        "argv": [SYSTEM_PYTHON, "-I", "-S", f"{TRUSTED}/prepare.py", path]}}
 

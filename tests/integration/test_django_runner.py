@@ -96,14 +96,11 @@ def test_django_gold_is_full_and_empty_is_no(harness_run, django_instance):
     # dotted labels derived from the test patch, after the spec's command (as SWE-bench ran it)
     tests = [c for c in report["commands"] if c["phase"] == "tests"][0]
     assert tests["argv"][-1].endswith("--parallel 1 migrations.test_commands")
-    # the canaries are clones of real TestCase methods in their own classes of the test file,
-    # spelled by the runner; each failed while its original passed
-    canaries = report["integrity"]["canaries"]
-    assert canaries and all(c["path"] == TEST_FILE and c["cls"] for c in canaries), canaries
-    assert all(c["test_id"] == f"{TEST_FILE}::{c['cls'].replace('.', '::')}::{c['name']}" for c in canaries)
-    assert all(c["status"] in ("FAILED", "ERROR") and (c["original_status"], c["verdict"]) == ("PASSED", "ok")
-               for c in canaries), canaries
-    assert report["test_exit_code"] not in (0, None)
+    # no canary here: the file's checks are assertIn on output (not exact comparisons), and
+    # the tests with exact literal checks are decorated (a decorator may skip or expect a
+    # failure); a run without canaries says so rather than passing for proven
+    assert report["integrity"]["canaries"] == [] and "canary_unavailable" in report["integrity"]["flags"]
+    assert report["test_exit_code"] == 0   # every test of the module passes with the fix (and no canary fails)
 
     empty = harness_run(*common, "--predictions", "empty", run_id="django-empty")
     report = empty.report("django__django-34568")

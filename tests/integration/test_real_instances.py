@@ -3,8 +3,8 @@
 One instance of every repository in ``../shared/swebench/repos`` (tests/realdata.py), chosen
 so that every runner and way of running tests is exercised, and each a regression the
 sample has caught: pytest; sphinx through ``tox --current-env`` (the bootstrap must reach
-the pytest tox starts); sympy's ``bin/test`` (twice: 1.0, and 1.1 whose assumptions
-recurse deeply); pylint's suite (a test that writes into ``tests/``); astropy 1.3's
+the pytest tox starts); sympy's ``bin/test`` (twice: 1.0 and 1.1; not 13146/13177, whose tests pass about
+half the time under SWE-bench's own command: docs/notes/dataset-defects.yaml); pylint's suite (a test that writes into ``tests/``); astropy 1.3's
 compiled extensions on Python 3.6 (pytest 3); xarray and seaborn (libraries that walk the
 gc and use ctypes on their own behalf); requests with its local services; flask. Each is
 graded once with its reference patch and once with the empty patch, in two batches of
@@ -17,7 +17,6 @@ scripts/validate_whole_set.py; docs/REAL_INSTANCES.md has its tables.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
@@ -32,7 +31,7 @@ SAMPLE = {
     "pytest-dev/pytest": "pytest-dev__pytest-7373",
     "sphinx-doc/sphinx": "sphinx-doc__sphinx-11445",
     "sympy/sympy": "sympy__sympy-11400",
-    "sympy/sympy 1.1": "sympy__sympy-13177",
+    "sympy/sympy 1.1": "sympy__sympy-13480",
     "pylint-dev/pylint": "pylint-dev__pylint-7080",
     "astropy/astropy": "astropy__astropy-6938",
     "pydata/xarray": "pydata__xarray-4493",

@@ -4,6 +4,8 @@ time under the one constant, and commands name them through it."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -56,3 +58,21 @@ def test_a_changed_trusted_file_changes_the_grading_key(monkeypatch):
     changed = {**incontainer.files(), "py/junit_reporter.py": b"# another reporter\n"}
     monkeypatch.setattr(incontainer, "files", lambda: changed)
     assert config.grading_key() != before
+
+
+def test_the_site_hook_is_one_import_line_that_does_nothing_without_activation(tmp_path):
+    path, content = incontainer.site_hook("/opt/miniconda3/envs/testbed/lib/python3.9/site-packages/")
+    assert path == f"/opt/miniconda3/envs/testbed/lib/python3.9/site-packages/{incontainer.SITE_HOOK_NAME}"
+    text = content.decode()
+    assert text.count("\n") == 1 and text.startswith("import ")    # what site executes from a .pth
+    ast.parse(text, feature_version=(3, 6))
+    # it runs before any .pth an install adds (site processes them sorted by name)
+    names = [incontainer.SITE_HOOK_NAME, "__editable__.sphinx-5.0.pth", "_virtualenv.pth", "distutils-precedence.pth",
+             "easy-install.pth", "0_pkg.pth", "A.pth"]
+    assert sorted(names)[0] == incontainer.SITE_HOOK_NAME
+    # processed by site itself: without the activation file nothing is loaded and nothing printed
+    (tmp_path / incontainer.SITE_HOOK_NAME).write_bytes(content)
+    probe = f"import site, sys; site.addsitedir({str(tmp_path)!r}); print([m for m in sys.modules if m.startswith('_harness')])"
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stdout.strip(), proc.stderr) == (0, "[]", "")
+    assert not Path(incontainer.ACTIVATION).exists()   # (the host has none: the check above means something)

@@ -1,6 +1,6 @@
 """Outcome origins and results-file provenance from the in-container reporter
 (harness/incontainer/junit_reporter.py), run for real on this interpreter with the
-harness's bootstrap and an evidence fd, as the launcher runs it.
+harness's bootstrap and its evidence channel, as the launcher runs it (tests/bootstrap_host.py).
 
 What the host does with the records (``harness.integrity.evidence.code_raised``) is the
 same as for the pytest plugin: a skip or an expected failure with a frame in a file the
@@ -18,6 +18,7 @@ from harness.grading.reporter_parsers import parse_reporter_junit
 from harness.grading.status import TestStatus
 from harness.integrity.evidence import code_raised, parse_evidence
 from harness.runners import INCONTAINER_SOURCE
+from tests.bootstrap_host import bootstrapped
 
 LIBRARY = '''\
 import unittest
@@ -102,24 +103,13 @@ def _run(tmp_path: Path, extra_library: str = "") -> tuple[bytes, bytes, int]:
     out = tmp_path / "out"
     out.mkdir()
     results = out / "results.xml"
-    events = os.open(tmp_path / "events.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    env = {"PATH": os.environ.get("PATH", "/usr/bin"), "PYTHONPATH": str(INCONTAINER_SOURCE),
-           "HARNESS_EVIDENCE_FD": str(events), "HARNESS_TESTBED": str(tmp_path), "HARNESS_MONITOR": "1",
-           "FORGE_GLOB": str(out / "*.xml")}
-    try:
+    with bootstrapped(tmp_path / "channel", tmp_path, results) as channel:
+        env = {"PATH": os.environ.get("PATH", "/usr/bin"), "FORGE_GLOB": str(out / "*.xml"), **channel.env}
         proc = subprocess.run([sys.executable, str(INCONTAINER_SOURCE / "junit_reporter.py"), "--framework",
                                "unittest", "--junit", str(results), "--", "python", "-m", "unittest", "-v",
                                "tests/test_origins.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                              pass_fds=(events,), timeout=120)
-    finally:
-        os.close(events)
-    return results.read_bytes(), (tmp_path / "events.jsonl").read_bytes(), proc.returncode
-
-
-def _testbed(events: bytes, root: Path) -> bytes:
-    """The records name files under the temporary directory; the host reads them relative
-    to /testbed (where the launcher runs the tests)."""
-    return events.replace(str(root).encode() + b"/", b"/testbed/")
+                              timeout=120)
+    return results.read_bytes(), channel.events(), proc.returncode
 
 
 def test_a_skip_or_xfail_raised_from_library_code_is_attributed_to_it(tmp_path):
@@ -129,7 +119,7 @@ def test_a_skip_or_xfail_raised_from_library_code_is_attributed_to_it(tmp_path):
     assert {k: statuses[base + k] for k in ("test_library_skip", "test_honest_skip", "test_decorated_skip")} == \
         {k: TestStatus.SKIPPED for k in ("test_library_skip", "test_honest_skip", "test_decorated_skip")}
     assert statuses[base + "test_library_xfail"] is statuses[base + "test_honest_xfail"] is TestStatus.XFAIL
-    ev = parse_evidence(b"{}", _testbed(events, tmp_path))
+    ev = parse_evidence(b"{}", events)
     assert ev.boot is not None
     # every record is keyed by the native id the parser reports
     assert set(ev.raised) <= set(statuses), (set(ev.raised), set(statuses))
@@ -196,17 +186,12 @@ def test_the_pytest_plugin_sees_a_library_skiptest_before_pytest_reraises_it(tmp
     from pytest's own code; the outcome plugin runs first and still sees the library's."""
     _run(tmp_path)   # the same library and helpers
     (tmp_path / "test_plain.py").write_text(PYTEST_TESTS)
-    events = os.open(tmp_path / "pytest-events.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    env = {"PATH": os.environ.get("PATH", "/usr/bin"), "PYTHONPATH": str(INCONTAINER_SOURCE),
-           "HARNESS_EVIDENCE_FD": str(events), "HARNESS_TESTBED": str(tmp_path), "HARNESS_MONITOR": "1"}
-    try:
+    with bootstrapped(tmp_path / "pytest-channel", tmp_path) as channel:
         proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "_harness_outcomes",
-                               "-W", "error", "test_plain.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                              pass_fds=(events,), timeout=120)
-    finally:
-        os.close(events)
+                               "-W", "error", "test_plain.py"], cwd=tmp_path, capture_output=True, text=True,
+                              env={"PATH": os.environ.get("PATH", "/usr/bin"), **channel.env}, timeout=120)
     assert "5 skipped" in proc.stdout, proc.stdout + proc.stderr
-    ev = parse_evidence(b"{}", _testbed((tmp_path / "pytest-events.jsonl").read_bytes(), tmp_path))
+    ev = parse_evidence(b"{}", channel.events())
     expected = {"test_plain.py::test_library_skiptest", "test_plain.py::test_buried_skip",
                 "test_plain.py::test_long_named_skip"}
     if sys.version_info >= (3, 11):   # a TestCase's skip is re-raised inside the original's handler

@@ -1,0 +1,157 @@
+"""The harness's bootstrap for test processes (trusted; root-owned, read-only).
+
+Run by the site hook (``harness.incontainer.site_hook``: a ``.pth`` file in every
+site-packages directory of the environment, processed by ``site`` before the main module
+and before any repository code) in every Python process of the environment, however it
+was started and whatever environment its parent passed. It does nothing unless
+
+* the activation file (``/harness/activation.json``, written by the launcher just before
+  the test command and removed after it) is a regular file of root's that nobody else can
+  write, and
+* this process runs as the test user it names (the build, the re-install, the services
+  and root's own steps run without it);
+
+then it loads the harness's modules (``_harness_genuine``, ``_harness_monitor``,
+``_harness_outcomes``) from the files beside it (never through ``sys.path``,
+so no repository module can shadow them, and never from bytecode), and
+
+* starts the runtime tamper monitor (``_harness_monitor``: a PEP 578 audit hook) writing to
+  the evidence socket the activation file names;
+* pre-imports the outcome-origin pytest plugin (``_harness_outcomes``) and has every pytest
+  session of the process load it (``-p _harness_outcomes`` finds it in ``sys.modules``).
+
+It imports nothing else (no ``json``, no ``re``, no ``pluggy``: a process that never runs pytest
+pays for two compiled modules and a socket); should anything be imported meanwhile,
+``sys.path`` holds only directories that only root can write. Nothing is added to
+``sys.path`` or to the environment.
+"""
+
+import os
+import sys
+
+_ACTIVATION = globals().get("_HARNESS_ACTIVATION", "/harness/activation.json")
+#: the owner the activation file and the modules must have (root; a host-side test runs
+#: the bootstrap with its own uid)
+_OWNER = globals().get("_HARNESS_OWNER", 0)
+_NAMES = ("_harness_genuine", "_harness_monitor", "_harness_outcomes")
+
+
+def _owned(fd):
+    st = os.fstat(fd)
+    return (st.st_mode & 0o170000) == 0o100000 and st.st_uid == _OWNER and not st.st_mode & 0o022
+
+
+def _activation():
+    """The activation file's bytes when it is root's, else None."""
+    try:
+        fd = os.open(_ACTIVATION, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        return os.read(fd, 1 << 16) if _owned(fd) else None
+    finally:
+        os.close(fd)
+
+
+def parse_activation(text):
+    """The launcher's flat JSON object of strings and integers (paths the harness chose:
+    no escapes, no commas), read without importing anything; None for anything else."""
+    text = text.strip()
+    if not (text.startswith("{") and text.endswith("}")):
+        return None
+    out = {}
+    for item in text[1:-1].split(","):
+        key, sep, value = item.strip().partition(":")
+        key, value = key.strip(), value.strip()
+        if not sep or len(key) < 2 or key[0] != '"' or key[-1] != '"' or "\\" in item:
+            return None
+        if len(value) >= 2 and value[0] == '"' and value[-1] == '"':
+            out[key[1:-1]] = value[1:-1]
+        elif value.lstrip("-").isdigit():
+            out[key[1:-1]] = int(value)
+        else:
+            return None
+    return out
+
+
+def _load(name, directory):
+    """Compile and run the trusted module ``name`` from its file, as module ``name``."""
+    path = os.path.join(directory, name + ".py")
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        if not _owned(fd):
+            raise ImportError(path + " is not the harness's")
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    code = compile(b"".join(chunks), path, "exec", dont_inherit=True)
+    module = type(sys)(name)
+    module.__file__ = path
+    spec_type = getattr(sys.modules.get("_frozen_importlib"), "ModuleSpec", None)
+    if spec_type is not None:
+        module.__spec__ = spec_type(name, None, origin=path)
+    sys.modules[name] = module
+    try:
+        exec(code, module.__dict__)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return {"name": name, "code": code, "module": module}
+
+
+def _trusted_path():
+    """``sys.path`` without what the test user could write (for the imports made here)."""
+    kept = []
+    for entry in sys.path:
+        try:
+            directory = os.path.abspath(entry or os.curdir)
+            parts = directory.split(os.sep)
+            ok = True
+            for i in range(1, len(parts) + 1):
+                st = os.lstat(os.sep + os.sep.join(p for p in parts[:i] if p))
+                if (st.st_mode & 0o170000) != 0o040000 or st.st_uid not in (0, _OWNER) or st.st_mode & 0o022:
+                    ok = False
+                    break
+        except OSError:
+            ok = False
+        if ok:
+            kept.append(entry)
+    return kept
+
+
+def _boot():
+    if any(name in sys.modules for name in _NAMES):
+        return  # a second site directory with the hook (a venv with the system's packages)
+    data = _activation()
+    if data is None:
+        return
+    directory = os.path.dirname(os.path.abspath(__file__))
+    saved = list(sys.path)
+    sys.path[:] = _trusted_path()
+    loaded = []
+    try:
+        options = parse_activation(data.decode("utf-8"))
+        if options is None or options.get("uid") != os.getuid():
+            return
+        loaded.append(_load("_harness_genuine", directory))
+        loaded.append(_load("_harness_monitor", directory))
+        try:
+            outcomes = _load("_harness_outcomes", directory)
+            loaded.append(outcomes)
+            outcomes["module"].install()
+        except Exception:
+            pass  # without pytest's plugin the monitor still runs
+    finally:
+        sys.path[:] = saved
+    loaded[1]["module"].start(options, loaded)
+
+
+try:
+    _boot()
+except Exception:  # never break the interpreter the tests run in (old Pythons, odd set-ups)
+    pass

@@ -1,0 +1,267 @@
+"""Which code objects of a test process are genuine (trusted; loaded by the bootstrap).
+
+Genuine means: the code object is reachable (through nested code constants) from a module
+code object that the unmodified import machinery compiled or unmarshalled from a file under
+directories only root can write (:func:`import_exec`, called when that module's ``exec``
+event fires: the machinery's functions, ``compile``, ``marshal``, ``_io`` and
+``sys.pycache_prefix`` are compared by identity with what they were at start, and no
+method of the loader may have been replaced on the instance), or from a module already
+loaded when the bootstrap ran, before any repository code (:func:`snapshot`); and no
+dynamic ``compile``, ``code.__new__`` (``CodeType``, ``code.replace``) or ``__code__``
+assignment in this process claimed that file name (:func:`claim`). Code ``exec``'d under a
+borrowed file name, functions built from forged code objects with a library's globals and
+sourceless ``.pyc`` files therefore never are, whatever they claim.
+
+:func:`kind` classifies a frame's code for the monitor (harness/incontainer/_harness_monitor.py).
+"""
+
+import os
+import sys
+
+#: standard-library modules that only pass a request on (their caller is the one to blame)
+WRAPPERS = ("/inspect.py", "/traceback.py", "/pathlib.py", "/shutil.py", "/subprocess.py", "/os.py", "/io.py",
+            "/_pyio.py", "/tempfile.py", "/codecs.py", "/threading.py", "/runpy.py")
+_PY_DIR = os.path.dirname(os.path.abspath(__file__)) + "/"
+_MISSING = object()
+_GENUINE = {"harness": {}, "modules": {}, "module_ids": {}, "preloaded": [], "preloaded_codes": None,
+            "claimed": set(), "reach": {}, "dirs": {}, "machinery": [], "frames": {}, "testbed": "/testbed/",
+            "generation": 0}
+#: id(code) -> (code, generation, kind): the code object is held, so its id is not reused
+_KINDS = {}
+
+
+def _machinery():
+    """The import machinery's parts that decide what code a module gets, as they are at
+    start (compared by identity whenever an import is verified)."""
+    import builtins
+    boot, ext = sys.modules.get("_frozen_importlib"), sys.modules.get("_frozen_importlib_external")
+    owners = [(builtins, ("compile", "exec")), (boot, ("_call_with_frames_removed", "FrozenImporter")),
+              (ext, ("_LoaderBasics", "SourceLoader", "FileLoader", "SourceFileLoader", "_compile_bytecode",
+                     "cache_from_source", "decode_source", "_validate_timestamp_pyc", "_validate_hash_pyc",
+                     "_classify_pyc", "_path_stat", "_io", "marshal", "_imp", "_os"))]
+    for cls, names in ((getattr(ext, "_LoaderBasics", None), ("exec_module",)),
+                       (getattr(ext, "SourceLoader", None), ("get_code", "source_to_code", "path_stats")),
+                       (getattr(ext, "SourceFileLoader", None), ("get_data", "get_code", "path_stats",
+                                                                 "source_to_code", "exec_module")),
+                       (getattr(boot, "FrozenImporter", None), ("exec_module",))):
+        if cls is not None:
+            owners.append((cls, names))
+    for module in (getattr(ext, "_io", None), getattr(ext, "marshal", None), getattr(ext, "_imp", None)):
+        if module is not None:
+            owners.append((module, ("open_code", "FileIO", "loads", "_fix_co_filename", "get_frozen_object",
+                                    "source_hash", "check_hash_based_pycs")))
+    return [(owner, name, getattr(owner, name, _MISSING)) for owner, names in owners if owner is not None
+            for name in names]
+
+
+def _intact():
+    if getattr(sys, "pycache_prefix", None) is not None:   # bytecode could come from anywhere
+        return False
+    for owner, name, value in _GENUINE["machinery"]:
+        if getattr(owner, name, _MISSING) is not value:
+            return False
+    return True
+
+
+def _code_of(owner, *names):
+    for name in names:
+        owner = getattr(owner, name, None)
+    return getattr(owner, "__code__", None)
+
+
+def _trusted_dir(directory):
+    """Every component a real directory that only root can write (cached: such a
+    directory cannot change under the test user)."""
+    cache = _GENUINE["dirs"]
+    found = cache.get(directory)
+    if found is None:
+        parent = os.path.dirname(directory)
+        found = False
+        if parent == directory or _trusted_dir(parent):
+            try:
+                st = os.lstat(directory)
+                found = (st.st_mode & 0o170000) == 0o040000 and st.st_uid == 0 and not st.st_mode & 0o022
+            except OSError:
+                found = False
+        cache[directory] = found
+    return found
+
+
+def _trusted_file(filename):
+    if filename.startswith("<frozen "):
+        return True
+    if not filename.startswith("/") or filename.startswith((_GENUINE["testbed"], _PY_DIR)):
+        return False
+    return _trusted_dir(os.path.dirname(filename))
+
+
+def import_exec(code, frame):
+    """True when this ``exec`` is the import machinery running a module's code that it got
+    from a trusted file itself: record the module code as genuine."""
+    if frame is None:
+        return False
+    frames = _GENUINE["frames"]
+    filename = code.co_filename
+    if frame.f_code is frames.get("frozen_exec"):
+        ok = filename.startswith("<frozen ")
+    elif frame.f_code is frames.get("call") and frame.f_back is not None \
+            and frame.f_back.f_code is frames.get("exec_module"):
+        loader = frame.f_back.f_locals.get("self")
+        ok = type(loader) is frames.get("SourceFileLoader") and getattr(loader, "path", None) == filename \
+            and _plain_loader(loader)
+    else:
+        return False
+    if not (ok and _trusted_file(filename) and filename not in _GENUINE["claimed"] and _intact()):
+        return True   # an import, but not one that makes its code genuine
+    _GENUINE["modules"].setdefault(filename, []).append(code)
+    _GENUINE["generation"] += 1
+    _GENUINE["module_ids"][id(code)] = code
+    _GENUINE["reach"].pop(filename, None)
+    return True
+
+
+def _plain_loader(loader):
+    """No method of the loader replaced on the instance (only the harness's own wrapper of
+    ``exec_module``, which lets pytest register the outcome plugin, is allowed)."""
+    extra = set(vars(loader)) - {"name", "path"}
+    if not extra:
+        return True
+    wrapper = getattr(vars(loader).get("exec_module"), "__code__", None)
+    return extra == {"exec_module"} and wrapper is not None and _GENUINE["harness"].get(id(wrapper)) is wrapper
+
+
+def by_import_machinery(frame, *keys):
+    """The frame that called ``compile``/``marshal.loads`` is the import machinery's (one of
+    ``keys``: ``source_to_code``, ``compile_bytecode``)."""
+    frames = _GENUINE["frames"]
+    if frame is not None and frame.f_code is frames.get("call"):
+        frame = frame.f_back
+    return frame is not None and any(frame.f_code is frames.get(key) for key in keys) and _intact()
+
+
+def claim(filename):
+    if isinstance(filename, str) and filename not in _GENUINE["claimed"]:
+        _GENUINE["claimed"].add(filename)
+        _GENUINE["reach"].pop(filename, None)
+        _GENUINE["generation"] += 1
+
+
+def _nested(codes, filename, into):
+    stack = list(codes)
+    while stack:
+        code = stack.pop()
+        if id(code) in into or code.co_filename != filename:
+            continue
+        into[id(code)] = code
+        stack.extend(c for c in code.co_consts if type(c) is type(code))
+    return into
+
+
+def _preloaded_codes():
+    """Top-level code objects of the modules loaded before any repository code (walked
+    once, from the copies of their namespaces taken at start)."""
+    found = _GENUINE["preloaded_codes"]
+    if found is None:
+        found = _GENUINE["preloaded_codes"] = {}
+        for namespace in _GENUINE["preloaded"]:
+            for value in namespace.values():
+                for function in _functions(value):
+                    code = getattr(function, "__code__", None)
+                    if code is not None:
+                        found.setdefault(code.co_filename, []).append(code)
+    return found
+
+
+def _functions(value):
+    """Plain functions among a namespace value (exact types only: nothing of the value's
+    own runs, so a lazy object can import nothing here)."""
+    kind_of = type(value)
+    if kind_of is tuple and len(value) == 2 and type(value[1]) is dict:  # a class: (class, its namespace)
+        out = []
+        for item in value[1].values():
+            out.extend(_functions(item))
+        return out
+    if kind_of is _FunctionType:
+        return [value]
+    if kind_of in (staticmethod, classmethod, _MethodType):
+        return _functions(value.__func__)
+    if kind_of is property:
+        return [f for f in (value.fget, value.fset, value.fdel) if type(f) is _FunctionType]
+    return []
+
+
+def genuine(code):
+    filename = code.co_filename
+    if filename in _GENUINE["claimed"]:
+        return False
+    reach = _GENUINE["reach"].get(filename)
+    if reach is None:
+        roots = list(_GENUINE["modules"].get(filename, ()))
+        if _trusted_file(filename):
+            roots += _preloaded_codes().get(filename, ())
+        reach = _GENUINE["reach"][filename] = _nested(roots, filename, {})
+    return reach.get(id(code)) is code
+
+
+def kind(code):
+    """h (harness), w (transparent), m (library module code), l (library), c (anything else);
+    remembered per code object until the next verified import or claim changes what is genuine."""
+    known = _KINDS.get(id(code))
+    if known is not None and known[0] is code and known[1] == _GENUINE["generation"]:
+        return known[2]
+    found = _kind(code)
+    _KINDS[id(code)] = (code, _GENUINE["generation"], found)
+    return found
+
+
+def _kind(code):
+    if _GENUINE["harness"].get(id(code)) is code:
+        return "h"
+    filename = code.co_filename
+    if filename.startswith(_GENUINE["testbed"]) or not genuine(code):
+        return "c"
+    if _GENUINE["module_ids"].get(id(code)) is code:
+        return "m"
+    if filename.startswith("<frozen ") or filename.endswith(WRAPPERS):
+        return "w"
+    return "l"
+
+
+def snapshot(harness_modules, testbed):
+    """What counts as genuine from the start: the harness's own code, the import
+    machinery's, and every module already loaded (no repository code has run yet)."""
+    _GENUINE["testbed"] = testbed
+    for module in harness_modules:
+        _nested([module["code"]], module["code"].co_filename, _GENUINE["harness"])
+    boot, ext = sys.modules.get("_frozen_importlib"), sys.modules.get("_frozen_importlib_external")
+    _GENUINE["frames"] = {"call": _code_of(boot, "_call_with_frames_removed"),
+                          "exec_module": _code_of(ext, "_LoaderBasics", "exec_module"),
+                          "frozen_exec": _code_of(boot, "FrozenImporter", "exec_module"),
+                          "source_to_code": _code_of(ext, "SourceLoader", "source_to_code"),
+                          "compile_bytecode": _code_of(ext, "_compile_bytecode"),
+                          "SourceFileLoader": getattr(ext, "SourceFileLoader", None)}
+    _GENUINE["machinery"] = _machinery()
+    names = {m["name"] for m in harness_modules}
+    for name, module in list(sys.modules.items()):
+        namespace = getattr(module, "__dict__", None)
+        if name in names or not isinstance(namespace, dict):
+            continue
+        copy = dict(namespace)
+        for key, value in copy.items():
+            if isinstance(value, type):
+                copy[key] = (value, dict(value.__dict__))
+        _GENUINE["preloaded"].append(copy)
+
+
+def _probe():
+    return 0
+
+
+class _Probe:
+    def method(self):
+        return self
+
+
+CodeType = type(_probe.__code__)
+_FunctionType = type(_probe)
+_MethodType = type(_Probe().method)
