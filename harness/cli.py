@@ -5,6 +5,7 @@
     harness doctor     say what is missing (engine, mmdebstrap, disk); --start-engine starts dockerd
     harness compare    vendor claims vs a run, or run A vs run B (see harness.compare)
     harness view       serve a run directory's HTML report on 127.0.0.1
+    harness specs      list the environment specs, or show one resolved (where each field came from)
 
 Exit codes: 0 the command did its job (whatever the verdicts), 2 bad input or missing
 prerequisites (a sentence on stderr, no traceback), 3 the run ended early because its
@@ -66,7 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--repo", action="append", type=_repo_override, default=[], metavar="OWNER/NAME=PATH",
                         help="a local git repository for one repository (repeatable)")
     common.add_argument("--specs", action="append", type=Path, default=[], metavar="DIR",
-                        help="extra environment spec directory (repeatable; overrides images/specs)")
+                        help="extra environment spec directory (repeatable), layered over images/specs per "
+                             "version: its entries add versions or override fields (docs/SPECS.md)")
     common.add_argument("--timeout", type=bounded_int(1, MAX_TIMEOUT),
                         help="test-run timeout in seconds (default: the spec's)")
     common.add_argument("--perturbed-run", action="store_true",
@@ -156,6 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_compare_parser(sub)
     from harness.resources import add_data_parser
     add_data_parser(sub)
+    from harness.spec_commands import add_specs_parser
+    add_specs_parser(sub)
     from harness.cluster import add_node_parser
     add_node_parser(sub)
     return parser

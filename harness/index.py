@@ -101,12 +101,17 @@ _INDEX_CACHE: dict[str, dict] = {}
 
 
 def newest_release(name: str, target: Target, as_of: str, sources_only: bool = False,
-                   newer_than: str | None = None) -> str | None:
+                   newer_than: str | None = None, allowed: str = "") -> str | None:
     """The newest final release of ``name`` on the index (uploaded before ``as_of``,
-    allowing the target Python), optionally only when it has no wheel the target can use
-    and an sdist, and only when newer than ``newer_than``."""
+    allowing the target Python, admitted by the specifier set ``allowed``), optionally
+    only when it has no wheel the target can use and an sdist, and only when newer than
+    ``newer_than``."""
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
     from packaging.version import InvalidVersion, Version
+    try:
+        admitted = SpecifierSet(allowed)
+    except InvalidSpecifier:
+        return None
     releases: dict[Version, list[dict]] = {}
     for entry in index_project(name).get("files", []):
         if entry.get("yanked") or (as_of and (entry.get("upload-time") or "9999") >= as_of):
@@ -116,7 +121,7 @@ def newest_release(name: str, target: Target, as_of: str, sources_only: bool = F
             parsed = Version(version) if version else None
         except InvalidVersion:
             parsed = None
-        if parsed is None or parsed.is_prerelease or parsed.is_devrelease:
+        if parsed is None or parsed.is_prerelease or parsed.is_devrelease or parsed not in admitted:
             continue
         releases.setdefault(parsed, []).append(entry)
     for version in sorted(releases, reverse=True):
@@ -137,6 +142,21 @@ def newest_release(name: str, target: Target, as_of: str, sources_only: bool = F
             return None
         return str(version)
     return None
+
+
+class IndexReleases:
+    """Release facts of the index for one target (harness.resolution_fixes.IndexFacts)."""
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+
+    def published(self, name: str, version: str) -> str | None:
+        times = [e.get("upload-time") for e in index_project(name).get("files", [])
+                 if _file_version(e.get("filename", ""), name) == version and e.get("upload-time")]
+        return min(times)[:10] if times else None
+
+    def newest_before(self, name: str, as_of: str, allowed: str = "") -> str | None:
+        return newest_release(name, self.target, as_of, allowed=allowed)
 
 
 def sources_only_pins(requirements: list[str], target: Target) -> list[tuple[str, str]]:

@@ -169,7 +169,7 @@ def explain_conflict(resolver_output: str, requirements: list[Req]) -> list[str]
     return lines
 
 
-_UV_PACKAGE = re.compile(r"Because (?:you require )?(?:only )?(?:the following versions of )?([A-Za-z0-9][A-Za-z0-9._-]*)")
+_UV_PACKAGE = re.compile(r"Because (?:there is no version of |there are no versions of )?(?:you require )?(?:only )?(?:the following versions of )?([A-Za-z0-9][A-Za-z0-9._-]*)")
 _SDIST_ONLY = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.+!_-]+) has no usable wheels")
 _SDIST_ONLY_ANY = re.compile(r"(?:all versions of|only) ([A-Za-z0-9][A-Za-z0-9._-]*)[^\n]*?ha(?:s|ve) no usable wheels")
 

@@ -5,7 +5,10 @@ One file per repository; ``defaults`` is merged under every entry of ``versions`
 the default list instead of replacing it, e.g. ``requirements+: ["x==1"]``). List fields
 may hold YAML aliases of lists (``[*common, "x==1"]`` is flattened), and top-level keys
 starting with ``x-`` hold anchors and are otherwise ignored. Nothing repository-specific
-lives in Python code: a user adds a repository with one file and ``--specs DIR``.
+lives in Python code: a user adds a repository with one file and ``--specs DIR``. A
+user's file for a repository the project has is a layer over the project's, per version
+and field by field (harness.spec_layers): a file holding only ``versions: {"7.2": ...}``
+adds that version and leaves the others as they are. docs/SPECS.md is the guide.
 Environment fields (see :class:`EnvSpec`): ``python`` and optionally ``interpreter``
 (where that Python comes from, overriding ``images/bases.yaml``), ``installer`` (pip,
 setuptools and wheel pins; default: bases.yaml's for the Python), ``requirements``,
@@ -29,7 +32,7 @@ Example::
       "2.3": {requirements: ["pytest==7.4.4", "werkzeug==2.3.7"]}
 
 A spec is looked up by (repo, instance version); a ``"*"`` version entry is the
-fallback for versions not listed.
+fallback for versions no file lists.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ import yaml
 
 from harness import resources
 from harness.errors import InputError, UnknownNameError
+from harness.spec_layers import Resolved, SpecFile, listed_versions, resolve, version_order
 
 #: Where the project's own specs and base-image definitions live: ``images/``, shipped in
 #: the package (or ``$HARNESS_DATA_DIR/images``); see harness.resources. Read at import.
@@ -253,89 +257,116 @@ class EnvSpec:
 
 
 class SpecRegistry:
-    """All specs found in one or more directories, by repository name."""
+    """All specs found in one or more directories, by repository name: each repository's
+    files stacked as layers in load order (harness.spec_layers)."""
 
-    def __init__(self, raw_by_repo: dict[str, tuple[dict, str]]) -> None:
-        self._raw = raw_by_repo
+    def __init__(self, files_by_repo: dict[str, list[SpecFile]]) -> None:
+        self._files = files_by_repo
 
     @classmethod
     def load(cls, *dirs: Path) -> "SpecRegistry":
-        """Load every ``*.yaml``/``*.yml`` in the dirs; later dirs override earlier ones.
+        """Load every ``*.yaml``/``*.yml`` in the dirs; a later file naming a repository
+        already loaded is a layer over it (per version, field by field). The first
+        directory is the project's (images/specs/ in every command), the others the user's.
 
         Raises InputError naming the file and field for malformed specs.
         """
-        raw: dict[str, tuple[dict, str]] = {}
-        for d in dirs:
+        files: dict[str, list[SpecFile]] = {}
+        for index, d in enumerate(dirs):
             d = Path(d)
             if not d.is_dir():
                 raise InputError("not a directory", source=str(d), field="--specs")
             for path in sorted([*d.glob("*.yaml"), *d.glob("*.yml")]):
-                try:
-                    data = yaml.safe_load(path.read_text(encoding="utf-8"))
-                except yaml.YAMLError as exc:
-                    raise InputError(f"invalid YAML: {exc}", source=str(path)) from None
-                if not isinstance(data, dict) or not isinstance(data.get("repo"), str):
-                    raise InputError("a spec must be a mapping with a 'repo' string", source=str(path),
-                                     field="repo")
-                for key in sorted(set(data) - _TOP_LEVEL, key=str):
-                    if isinstance(key, str) and key.startswith("x-"):
-                        continue  # a holder of YAML anchors
-                    close = difflib.get_close_matches(str(key), _TOP_LEVEL, n=1)
-                    hint = f" (did you mean {close[0]!r}?)" if close else ""
-                    raise InputError(f"unknown key {key!r}{hint}", source=str(path), field=str(key))
-                for section in ("defaults", "versions"):
-                    if not isinstance(data.get(section, {}), dict):
-                        raise InputError("must be a mapping", source=str(path), field=section)
-                for vkey in data.get("versions", {}):
-                    if isinstance(vkey, float):  # YAML reads 1.10 as 1.1
-                        raise InputError(f"version key {vkey!r} must be quoted (YAML reads it as a number)",
-                                         source=str(path), field=f"versions.{vkey}")
-                for vkey, vval in {"defaults": data.get("defaults", {}),
-                                   **{f"versions.{k}": v for k, v in data.get("versions", {}).items()}}.items():
-                    if not isinstance(vval, dict):
-                        raise InputError("must be a mapping", source=str(path), field=vkey)
-                    unknown = {k for k in vval if k not in _FIELDS
-                               and not (vkey != "defaults" and isinstance(k, str) and k.endswith("+")
-                                        and k[:-1] in _LIST_FIELDS)}
-                    if unknown:
-                        name = sorted(unknown, key=str)[0]
-                        close = difflib.get_close_matches(str(name), _FIELDS, n=1)
-                        hint = f" (did you mean {close[0]!r}?)" if close else ""
-                        raise InputError(f"unknown key {name!r}{hint}", source=str(path),
-                                         field=f"{vkey}.{name}")
-                raw[data["repo"]] = (data, str(path))
-        return cls(raw)
+                data = _read_spec_file(path)
+                repo = data["repo"]
+                _check_fields(data, str(path), layered=repo in files)
+                files.setdefault(repo, []).append(SpecFile(str(path), index == 0, data))
+        return cls(files)
 
     @property
     def repos(self) -> list[str]:
-        return sorted(self._raw)
+        return sorted(self._files)
 
-    def get(self, repo: str, version: str) -> EnvSpec:
-        """The spec for (repo, version). Raises UnknownNameError with close repo names."""
-        if repo not in self._raw:
-            close = difflib.get_close_matches(repo, self._raw, n=3, cutoff=0.5)
+    def files(self, repo: str) -> tuple[SpecFile, ...]:
+        """The files that make up a repository's spec, in the order they are layered."""
+        return tuple(self._files.get(repo, ()))
+
+    def versions(self, repo: str) -> dict[str, list[SpecFile]]:
+        """Every version a repository's files list (``*`` included), with the files listing it."""
+        return listed_versions(self._files.get(repo, []))
+
+    def resolve(self, repo: str, version: str) -> Resolved:
+        """The merged fields of (repo, version) with where each came from. Raises
+        UnknownNameError with close repo names, or naming the versions there are."""
+        if repo not in self._files:
+            close = difflib.get_close_matches(repo, self._files, n=3, cutoff=0.5)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
             raise UnknownNameError(f"no environment spec for repository {repo!r}{hint} "
                                    f"(add images/specs/{repo.replace('/', '__')}.yaml or pass --specs DIR)",
                                    field="repo")
-        data, source = self._raw[repo]
-        versions = {str(k): v for k, v in (data.get("versions") or {}).items()}
-        entry = versions.get(str(version), versions.get("*"))
-        if entry is None:
+        files = self._files[repo]
+        resolved = resolve(repo, files, str(version))
+        if resolved is None:
+            where = " + ".join(f.path for f in files)
             raise UnknownNameError(
-                f"spec {source} has no version {version!r} and no '*' fallback "
-                f"(versions: {', '.join(sorted(versions))})", field="version")
-        merged = dict(data.get("defaults") or {})
-        for key, value in entry.items():
-            if key == "env" and isinstance(value, dict):
-                merged["env"] = {**(merged.get("env") or {}), **value}
-            elif key.endswith("+"):
-                base = merged.get(key[:-1]) or []
-                merged[key[:-1]] = [*(base if isinstance(base, list) else [base]),
-                                    *(value if isinstance(value, list) else [value])]
-            else:
-                merged[key] = value
-        return _build(repo, str(version), merged, f"{source} (version {version})")
+                f"spec {where} has no version {str(version)!r} and no '*' fallback "
+                f"(versions: {', '.join(sorted(self.versions(repo), key=version_order))}); add it with "
+                f"--specs DIR holding a {repo.replace('/', '__')}.yaml with only that version "
+                f"(see docs/SPECS.md)", field="version")
+        return resolved
+
+    def get(self, repo: str, version: str) -> EnvSpec:
+        """The spec for (repo, version). Raises UnknownNameError with close repo names."""
+        resolved = self.resolve(repo, version)
+        source = " + ".join(f.path for f in resolved.files)
+        return _build(repo, str(version), resolved.merged, f"{source} (version {version})")
+
+
+def _read_spec_file(path: Path) -> dict:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise InputError(f"invalid YAML: {exc}", source=str(path)) from None
+    if not isinstance(data, dict) or not isinstance(data.get("repo"), str):
+        raise InputError("a spec must be a mapping with a 'repo' string", source=str(path), field="repo")
+    for key in sorted(set(data) - _TOP_LEVEL, key=str):
+        if isinstance(key, str) and key.startswith("x-"):
+            continue  # a holder of YAML anchors
+        close = difflib.get_close_matches(str(key), _TOP_LEVEL, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise InputError(f"unknown key {key!r}{hint}", source=str(path), field=str(key))
+    for section in ("defaults", "versions"):
+        if not isinstance(data.get(section) or {}, dict):
+            raise InputError("must be a mapping", source=str(path), field=section)
+    for vkey in data.get("versions") or {}:
+        if isinstance(vkey, float):  # YAML reads 1.10 as 1.1
+            raise InputError(f"version key {vkey!r} must be quoted (YAML reads it as a number)",
+                             source=str(path), field=f"versions.{vkey}")
+    return data
+
+
+def _check_fields(data: dict, source: str, layered: bool) -> None:
+    """Every section's keys are fields; ``<list field>+`` extends, so it is allowed in a
+    version entry and in the defaults of a file layered over another (not in a
+    repository's first file's defaults: there is nothing before them to extend)."""
+    sections = {"defaults": data.get("defaults") or {},
+                **{f"versions.{k}": v for k, v in (data.get("versions") or {}).items()}}
+    for where, entry in sections.items():
+        if entry is None and where != "defaults":
+            continue  # an empty version entry ("7.2":) takes everything from the layers below
+        if not isinstance(entry, dict):
+            raise InputError("must be a mapping", source=source, field=where)
+        extends_ok = where != "defaults" or layered
+        unknown = {k for k in entry if k not in _FIELDS
+                   and not (extends_ok and isinstance(k, str) and k.endswith("+") and k[:-1] in _LIST_FIELDS)}
+        if unknown:
+            name = sorted(unknown, key=str)[0]
+            close = difflib.get_close_matches(str(name).rstrip("+"), _FIELDS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            if where == "defaults" and str(name).endswith("+") and str(name)[:-1] in _LIST_FIELDS:
+                hint = (f": this file's defaults are the first of {data.get('repo')}, there is nothing to extend "
+                        f"(write {str(name)[:-1]!r})")
+            raise InputError(f"unknown key {name!r}{hint}", source=source, field=f"{where}.{name}")
 
 
 def _build(repo: str, version: str, merged: dict, source: str) -> EnvSpec:

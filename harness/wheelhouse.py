@@ -45,10 +45,11 @@ from typing import Protocol
 from harness.errors import ImageBuildError
 from harness.hashing import content_hash, file_sha256
 from harness.locks import file_lock
-from harness.index import (Target, download_sdist, newer_sdist_only, newest_release, sdist_build_requires,
-                           sources_only_pins)
+from harness.index import (IndexReleases, Target, download_sdist, newer_sdist_only, newest_release,
+                           sdist_build_requires, sources_only_pins)
 from harness.requirements import (Req, explain_conflict, failing_package, needs_building, normalise,
                                   requirement_name, resolver_summary)
+from harness.resolution_fixes import IndexFacts, fixes
 
 FORMAT = 4
 #: The newest manylinux_2_<minor> that uv's --python-platform accepts.
@@ -206,7 +207,7 @@ class Wheelhouse:
             todo = [(name, version) for name, version in exact
                     if not _has_wheel(built, name, version) and (name, version) not in skipped]
             if not todo:
-                self._fail(target, requirements, output, loose)
+                self._fail(target, requirements, output, loose, as_of)
             if builder is None:
                 raise ImageBuildError(f"{', '.join(f'{n}=={v}' for n, v in todo)} has no wheel for Python "
                                       f"{target.version} and no builder is available", log=output)
@@ -259,19 +260,10 @@ class Wheelhouse:
                 pins.append(line.split(";")[0].strip())
         return True, pins
 
-    def _fail(self, target: Target, requirements: list[Req], output: str, loose: list[str]) -> None:
-        sides = explain_conflict(output, requirements)
-        package = failing_package(output)
-        message = f"resolving requirements for Python {target.version} failed"
-        if package:
-            message += f" at package {package}"
-        if loose:
-            message += (f"; {', '.join(loose)} exist only as sources in the versions allowed: pin an exact version "
-                        "in the spec's requirements so it can be built")
-        if sides:
-            message += ". Requirements involved and where they come from: " + "; ".join(sides)
-        message += ". Resolver (uv pip compile --no-build): " + resolver_summary(output)
-        raise ImageBuildError(message, log=output)
+    def _fail(self, target: Target, requirements: list[Req], output: str, loose: list[str],
+              as_of: str = "") -> None:
+        raise ImageBuildError(failure_message(target, requirements, output, loose, as_of, IndexReleases(target)),
+                              log=output)
 
     def _build_sdists(self, directory: Path, target: Target, todo: list[tuple[str, str]], tools: list[Req],
                       builder: SdistBuilder, env: dict[str, str] | None, log: Path, as_of: str = "") -> None:
@@ -330,6 +322,28 @@ def _present(directory: Path, pin: str) -> bool:
 
 def _has_wheel(directory: Path, name: str, version: str) -> bool:
     return any(_normalise_wheel_name(w.name) == (name, version) for w in directory.glob("*.whl"))
+
+
+def failure_message(target: Target, requirements: list[Req], output: str, loose: list[str], as_of: str = "",
+                    facts: IndexFacts | None = None) -> str:
+    """A failed resolution: the package, what to change in the spec (harness.resolution_fixes),
+    both sides with their origins, and the resolver's own explanation."""
+    sides = explain_conflict(output, requirements)
+    package = failing_package(output)
+    message = f"resolving requirements for Python {target.version} failed"
+    if package:
+        message += f" at package {package}"
+    if loose:
+        message += (f"; {', '.join(loose)} exist only as sources in the versions allowed: pin an exact version "
+                    "in the spec's requirements so it can be built")
+    found = fixes(output, requirements, as_of, target.version, facts)
+    if found:
+        message += ". To fix: " + "; ".join(found)
+        # uv's own advice names one of its options, which a spec does not set
+        output = re.sub(r" ?Consider using `exclude-newer-package`[^.\n]*\.", "", output)
+    if sides:
+        message += ". Requirements involved and where they come from: " + "; ".join(sides)
+    return message + ". Resolver (uv pip compile --no-build): " + resolver_summary(output)
 
 
 def sha256_text(text: str) -> str:

@@ -159,7 +159,10 @@ def test_the_collector_names_each_connection_and_takes_no_other_users(tmp_path, 
     for n in range(3):
         with socket.socket(socket.AF_UNIX) as conn:
             conn.connect(path)
-            conn.sendall(b'{"k": "hello", "n": %d}\n{"k": "partial' % n)
+            try:
+                conn.sendall(b'{"k": "hello", "n": %d}\n{"k": "partial' % n)
+            except (BrokenPipeError, ConnectionResetError):
+                assert n == 2   # past the cap: the collector may close it before anything is sent
     if os.getuid() == 0:   # another user (the service user in the sandbox) cannot connect at all
         pid = os.fork()
         if pid == 0:

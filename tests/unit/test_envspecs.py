@@ -4,7 +4,9 @@ the project's specs against SWE-bench v4.1.0's Python pins."""
 
 from __future__ import annotations
 
+import json
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -108,13 +110,15 @@ def test_a_reinstall_after_every_patch_needs_an_environment_that_rebuilds_in_pla
 
 #: SWE-bench v4.1.0 swebench/harness/constants/python.py: the Python of every Lite version.
 SWE_BENCH_PYTHON = {
-    "sphinx-doc/sphinx": {v: "3.9" for v in ("3.1", "3.2", "3.3", "3.4", "3.5", "4.0", "5.0", "5.1", "7.1")},
-    "astropy/astropy": {"1.3": "3.6", "4.3": "3.9", "5.1": "3.9", "5.2": "3.9"},
-    "pydata/xarray": {"0.12": "3.10"},
+    "sphinx-doc/sphinx": {v: "3.9" for v in ("3.0", "3.1", "3.2", "3.3", "3.4", "3.5", "4.0", "4.1", "4.2", "4.3", "5.0",
+                                              "5.1", "5.2", "7.1", "7.2")},
+    "astropy/astropy": {"1.3": "3.6", "3.1": "3.9", "4.3": "3.9", "5.0": "3.9", "5.1": "3.9", "5.2": "3.9"},
+    "pydata/xarray": {"0.12": "3.10", "2022.03": "3.10", "2022.06": "3.10", "2022.09": "3.10"},
     "mwaskom/seaborn": {"0.12": "3.9", "0.13": "3.9"},
-    "pylint-dev/pylint": {"2.13": "3.9", "2.14": "3.9", "2.15": "3.9"},
-    "pytest-dev/pytest": {v: "3.9" for v in ("4.4", "4.5", "4.6", "5.0", "5.2", "5.4", "6.0", "6.3", "7.0", "8.0")},
-    "psf/requests": {v: "3.9" for v in ("0.14", "2.3", "2.4", "2.7", "2.10")},
+    "pylint-dev/pylint": {v: "3.9" for v in ("2.9", "2.10", "2.13", "2.14", "2.15", "3.0")},
+    "pytest-dev/pytest": {v: "3.9" for v in ("4.4", "4.5", "4.6", "5.0", "5.1", "5.2", "5.4", "6.0", "6.2", "6.3", "7.0",
+                                              "7.2", "8.0")},
+    "psf/requests": {v: "3.9" for v in ("0.14", "1.1", "2.0", "2.3", "2.4", "2.7", "2.9", "2.10", "2.26", "2.27")},
     "pallets/flask": {"2.0": "3.9", "2.3": "3.11"},
     "scikit-learn/scikit-learn": {"0.20": "3.6", "0.21": "3.6", "0.22": "3.6", "1.3": "3.9"},
     "matplotlib/matplotlib": {"3.3": "3.8", "3.5": "3.11", "3.6": "3.11", "3.7": "3.11"},
@@ -192,3 +196,20 @@ def test_a_failed_rebuild_names_the_compiler_error_even_when_warnings_follow_it(
               + "Cython.Compiler.Errors.CompileError: sklearn/utils/murmurhash.pyx\n")
     assert build_failure_excerpt(cython, limit=600).startswith(
         "sklearn/utils/murmurhash.pyx:134:10: Syntax error in C variable declaration\n[...]\n")
+
+
+VERIFIED = json.loads((Path(__file__).resolve().parent.parent / "fixtures" / "swebench_verified_versions.json")
+                      .read_text())["versions"]
+
+
+@pytest.mark.parametrize("repo", sorted(VERIFIED))
+def test_every_verified_version_has_a_spec_whose_convention_is_the_records_log_parser(repo):
+    from harness.grading.conventions import convention_for_swebench_parser, get_convention
+    registry = SpecRegistry.load(DEFAULT_SPECS_DIR)
+    for version, facts in VERIFIED[repo].items():
+        assert version in registry.versions(repo), (repo, version)   # listed, not the '*' fallback
+        spec = registry.get(repo, version)
+        expected = convention_for_swebench_parser(facts["log_parser"])
+        assert expected is not None, facts["log_parser"]
+        assert get_convention(spec.id_convention).to_dataset is get_convention(expected).to_dataset, \
+            (repo, version, spec.id_convention, facts["log_parser"])
