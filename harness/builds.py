@@ -5,7 +5,8 @@ includes waiting: two tasks of one version both need its environment, one builds
 the other waits on the build's lock. To tell work from waiting, each build, resolution
 and tree-metadata read a task *makes* (not one it found made, nor one it waited for) is
 recorded with its seconds: ``report.json`` ``image.builds``, a list of
-``{"kind", "name", "seconds", "own_seconds"}``.
+``{"kind", "name", "at", "seconds", "own_seconds"}`` (``at``: seconds from the start of
+the recording, i.e. of the task's preparation, to the start of the work).
 
 Kinds: the image kinds (``base``, ``py``, ``cc``, ``env``, ``inst``), ``wheelhouse``
 (resolve, download and any sdist builds of one requirement set) and ``tree-metadata``.
@@ -30,6 +31,7 @@ from typing import Iterator
 @dataclass
 class _Record:
     entries: list[dict] = field(default_factory=list)
+    opened: float = field(default_factory=time.monotonic)
     #: the seconds of recorded work inside each open span, innermost last
     inner: list[float] = field(default_factory=list)
 
@@ -68,5 +70,6 @@ def timed(kind: str, name: str) -> Iterator[None]:
         if record.inner:
             record.inner[-1] += seconds
         if completed:
-            record.entries.append({"kind": kind, "name": name, "seconds": round(seconds, 3),
+            record.entries.append({"kind": kind, "name": name, "at": round(started - record.opened, 3),
+                                   "seconds": round(seconds, 3),
                                    "own_seconds": round(max(0.0, seconds - inside), 3)})

@@ -26,6 +26,9 @@ def test_nested_work_is_counted_once_in_own_seconds():
     assert outer["own_seconds"] == pytest.approx(outer["seconds"] - by_kind["cc"]["seconds"]
                                                  - by_kind["sdist"]["seconds"], abs=0.002)
     assert sum(e["own_seconds"] for e in made) == pytest.approx(outer["seconds"], abs=0.005)
+    # start offsets place each piece of work in the preparation's time line
+    assert outer["at"] < 0.01 and by_kind["cc"]["at"] >= 0.05
+    assert by_kind["sdist"]["at"] >= by_kind["cc"]["at"] + by_kind["cc"]["seconds"] - 0.001
 
 
 def test_nothing_is_kept_outside_a_recording_and_a_failed_build_is_not_recorded():
