@@ -16,9 +16,11 @@ PrivateEngine), its data root on a loop-mounted file system of its own
 (``benchmarks/_measure.py``: its disk is read exactly, and its size caps it so that the
 host keeps ``--min-free``), its daemons and its containers (build steps included) in
 cpuacct cgroups of their own. The harness gets ``DOCKER_HOST``, a fresh cache directory,
-a fresh state directory, and fresh ``uv`` and ``pip`` caches: the cold run's inputs are
-what a new user has (the repositories, the host's interpreters and network), nothing
-built or downloaded before. Everything is removed at the end unless ``--keep``.
+a fresh state directory, fresh ``uv`` and ``pip`` caches, and no pip configuration (this
+machine's pip reads local package indexes; ``--host-pip-config`` keeps them): the cold
+run's inputs are what a new user has (the repositories, the host's interpreters and
+network), nothing built or downloaded before. Everything is removed at the end unless
+``--keep``.
 
 **The runs** (``harness run --predictions gold``, ``--max-workers``), one after the other
 on the same engine and cache:
@@ -70,6 +72,10 @@ DATA = next((d for d in (ROOT.parent / "shared" / "swebench", ROOT.parent.parent
              if d.is_dir()), ROOT.parent / "shared" / "swebench")
 SETS = {"lite": "lite-test.jsonl", "verified": "verified-test.jsonl"}
 GB = 1024 ** 3
+#: pip settings that point pip at other package sources than the index
+HOST_PIP_SETTINGS = ("PIP_FIND_LINKS", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_CONSTRAINT", "PIP_NO_INDEX",
+                     "PIP_REQUIREMENT", "PIP_NO_CACHE_DIR", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_FIND_LINKS",
+                     "UV_INDEX", "UV_DEFAULT_INDEX", "UV_CONFIG_FILE")
 
 
 def parse_args(argv=None):
@@ -96,6 +102,9 @@ def parse_args(argv=None):
     p.add_argument("--sample-every", type=float, default=5.0, help="seconds between disk/CPU/load samples")
     p.add_argument("--du-every", type=float, default=60.0, help="seconds between sizings of cache and runs")
     p.add_argument("--task-timeout", type=float, default=None, help="passed to harness run")
+    p.add_argument("--host-pip-config", action="store_true",
+                   help="let pip and uv read this machine's configuration (local indexes, find-links); default: "
+                        "none, as a new user's")
     p.add_argument("--keep", action="store_true", help="keep the engine's data, the cache and the runs")
     p.add_argument("--out", type=Path, help="raw JSON (default benchmarks/results/whole_set.json)")
     p.add_argument("--markdown", action="store_true", help="print the tables for docs/BENCHMARKS.md")
@@ -254,6 +263,12 @@ class Bench:
                    UV_CACHE_DIR=str(self.host_caches["uv"]), PIP_CACHE_DIR=str(self.host_caches["pip"]),
                    **self.side.env())
         env.pop("HARNESS_CACHE_DIR", None)
+        if not self.args.host_pip_config:
+            # a new user's pip: no configuration file, no local indexes or wheel directories
+            # this machine adds (they would serve downloads from the local disk)
+            env["PIP_CONFIG_FILE"] = os.devnull
+            for name in HOST_PIP_SETTINGS:
+                env.pop(name, None)
         return env
 
     def cpu_now(self) -> dict[str, tuple[float, float]]:
@@ -389,7 +404,9 @@ def main(argv=None) -> int:
     data = {"command": C.command_line(), "machine": machine, "selection": selection,
             "instances": [r["instance_id"] for r in records],
             "versions": {r["instance_id"]: [r["repo"], r["version"]] for r in records},
-            "max_workers": args.max_workers, "sides": []}
+            "max_workers": args.max_workers, "sides": [],
+            "pip_config": ("this machine's" if args.host_pip_config else
+                           f"none (PIP_CONFIG_FILE={os.devnull}, {', '.join(HOST_PIP_SETTINGS)} unset)")}
     try:
         for side in sides:
             data["sides"].append(measure_side(args, side, records, runs))
