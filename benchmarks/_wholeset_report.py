@@ -171,9 +171,7 @@ def peaks(run: dict) -> dict:
     def cache_total(sizes: dict) -> int:
         return sum(v for k, v in sizes.items() if k.startswith(("cache/", "host/")))
     return {"engine": engine, "cache": max(cache_total(s) for s in sized),
-            "runs": max(s.get("runs", 0) for s in sized),
-            "total": max(s["engine"] + cache_total(_last_sizes(samples, s["t"], run)) + _last_sizes(
-                samples, s["t"], run).get("runs", 0) for s in samples) if samples else 0}
+            "runs": max(s.get("runs", 0) for s in sized)}
 
 
 def _last_sizes(samples: list[dict], t: float, run: dict) -> dict:
@@ -314,7 +312,7 @@ def markdown(data: dict) -> str:
                     f"{c['builds_max_parallel']} at once, two or more during {_s(c['builds_parallel_seconds'])} s. "
                     f"Tasks' preparation time not spent building or exporting (waiting on another task's build, "
                     f"look-ups): {_s(c['waiting'])} s.", "",
-                    "#### Disk at the end of the cold run", "", disk_table(cold), "", wheel_line(cold["wheels"]), "",
+                    "#### Disk at the end of the cold run", "", disk_table(cold), "", wheel_line(cold.get("wheels") or {}), "",
                     "#### Growth with the set (cold run, instances in the order they finished)", "",
                     _table(["done", "elapsed (s)", "s / instance (segment)", "environments built", "instance layers built",
                             "engine disk (GB)", "cache (GB)"],
