@@ -29,6 +29,7 @@ from pathlib import Path
 
 import docker
 
+from harness import builds
 from harness.engine.builder import Builder
 from harness.engine.images import ImageBuilder, ImageRef, Interpreter
 from harness.errors import ImageBuildError, InputError
@@ -59,6 +60,8 @@ class Prepared:
     submodules: list[list[str]] = field(default_factory=list)
     #: where the environment came from: built here, or a prebuilt image (its digest)
     provenance: dict = field(default_factory=lambda: {"source": "built"})
+    #: the work this preparation did itself (harness.builds): not what it found or waited for
+    builds: list[dict] = field(default_factory=list)
 
     @property
     def build_logs(self) -> dict[str, str | None]:
@@ -129,6 +132,12 @@ class Preparer:
     def prepare(self, instance: Instance) -> Prepared:
         if self.prebuilt is not None:
             return self.prepare_prebuilt(instance)
+        with builds.recording() as made:
+            prepared = self._prepare_built(instance)
+        prepared.builds = made
+        return prepared
+
+    def _prepare_built(self, instance: Instance) -> Prepared:
         timings: dict[str, float] = {}
         started = time.monotonic()
         spec = self._spec(instance)
@@ -327,8 +336,9 @@ class Preparer:
         if cached.exists():
             return json.loads(cached.read_text())
         builder = Builder(self.images, interpreter)
-        meta = builder.tree_metadata(tree, build_house.wheel_dir, build_house.lock_text, backend, backend_path,
-                                     prepare, spec.env_dict)
+        with builds.timed("tree-metadata", key):
+            meta = builder.tree_metadata(tree, build_house.wheel_dir, build_house.lock_text, backend, backend_path,
+                                         prepare, spec.env_dict)
         data = {"name": meta.name, "version": meta.version, "requires_dist": list(meta.requires_dist),
                 "extras": list(meta.extras), "backend": backend}
         cached.parent.mkdir(parents=True, exist_ok=True)

@@ -276,7 +276,8 @@ class TaskEvaluator:
                         "built": prepared.image.built, "build_seconds": round(prepared.image.build_seconds, 3),
                         "pulled": prepared.image.pulled, "env_pulled": prepared.env_image.pulled,
                         "interpreter": prepared.interpreter, "build_logs": prepared.build_logs,
-                        "prepare_seconds": prepared.timings, "submodules": prepared.submodules,
+                        "prepare_seconds": prepared.timings, "builds": prepared.builds,
+                        "submodules": prepared.submodules,
                         "provenance": prepared.provenance}
         result.checksums.update({k: v for k, v in self.cache_key(task, prepared).items() if k != "image_inputs"})
         result.node = self.node

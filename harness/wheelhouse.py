@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from harness import builds
 from harness.errors import ImageBuildError
 from harness.hashing import content_hash, file_sha256
 from harness.locks import file_lock
@@ -141,7 +142,8 @@ class Wheelhouse:
             self.root.mkdir(parents=True, exist_ok=True)
             tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.root))
             try:
-                self._populate(tmp, target, requirements, tools, builder, env, local, as_of)
+                with builds.timed("wheelhouse", directory.name):
+                    self._populate(tmp, target, requirements, tools, builder, env, local, as_of)
                 tmp.rename(directory)
             except BaseException as exc:
                 if isinstance(exc, ImageBuildError):
@@ -278,7 +280,8 @@ class Wheelhouse:
             raise ImageBuildError(f"the build tools themselves need building from source for Python "
                                   f"{target.version} ({', '.join(n for n, _ in todo)}): pin wheels instead")
         tool_house = self.lock(target, tool_reqs, tools, builder, env, as_of=as_of)
-        output = builder.build_wheels(sdists, tool_house.wheel_dir, tool_house.lock_text, directory / "built", env)
+        with builds.timed("sdist", ", ".join(f"{n}=={v}" for n, v in todo)):
+            output = builder.build_wheels(sdists, tool_house.wheel_dir, tool_house.lock_text, directory / "built", env)
         with log.open("a") as handle:
             handle.write(f"# built from sdists: {', '.join(p.name for p in sdists)}\n{output}\n\n")
 

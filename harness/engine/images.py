@@ -47,7 +47,7 @@ import docker
 import yaml
 from docker.errors import APIError, ImageNotFound, NotFound
 
-from harness import incontainer
+from harness import builds, incontainer
 from harness.engine import interpreters as interp
 from harness.errors import ImageBuildError, InputError
 from harness.hashing import content_hash
@@ -247,7 +247,8 @@ class ImageBuilder:
                     return ImageRef(ref.tag, ref.image_id, kind, inputs_hash, False, 0.0, ref.labels, ref.log_path,
                                     pulled=pulled.reference)
             started = time.monotonic()
-            build()
+            with builds.timed(kind, tag):
+                build()
             image = self._find(tag)
             if image is None:
                 raise ImageBuildError(f"building {tag} produced no image")

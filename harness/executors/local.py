@@ -7,19 +7,24 @@ from typing import Callable, Iterable
 
 from harness.errors import InfrastructureError
 from harness.executors.base import NodeSetup, run_with_deadline
+from harness.executors.dispatch import SpreadDispatch
 
 
 class LocalExecutor:
     """At most ``max_workers`` tasks in flight, each isolated in its own container.
 
-    Requests are taken from the iterable only as slots free up, so a generator of tasks
-    is never materialised. Each task runs under its deadline (:func:`run_with_deadline`).
+    Requests are taken from the iterable as slots free up, at most ``window`` ahead of the
+    ones started, so a generator of tasks is never materialised; which of those starts next
+    is :class:`~harness.executors.dispatch.SpreadDispatch`'s choice (a free worker builds
+    another version's environment rather than wait for the one being built). Each task
+    runs under its deadline (:func:`run_with_deadline`).
     On KeyboardInterrupt nothing new starts, this run's containers are removed (ending
     the evaluations in flight, whose outcomes are dropped) and the interrupt propagates.
     """
 
-    def __init__(self, max_workers: int = 1) -> None:
+    def __init__(self, max_workers: int = 1, window: int = 256) -> None:
         self.max_workers = max(1, max_workers)
+        self.window = window
         self.aborted = ""
 
     def run(self, setup: NodeSetup, requests: Iterable, on_done: Callable) -> None:
@@ -27,12 +32,12 @@ class LocalExecutor:
         timeout = setup.config.task_timeout
         pool = concurrent.futures.ThreadPoolExecutor(self.max_workers, thread_name_prefix="harness")
         pending: dict[concurrent.futures.Future, object] = {}
-        source = iter(requests)
+        dispatch = SpreadDispatch(requests, window=self.window)
         exhausted = False
         try:
             while True:
                 while not exhausted and len(pending) < self.max_workers:
-                    request = next(source, None)
+                    request = dispatch.take()
                     if request is None:
                         exhausted = True
                         break
@@ -43,7 +48,9 @@ class LocalExecutor:
                 done, _ = concurrent.futures.wait(pending, timeout=0.5,
                                                   return_when=concurrent.futures.FIRST_COMPLETED)
                 for future in done:
-                    on_done(pending.pop(future), future.result())
+                    request = pending.pop(future)
+                    dispatch.finished(request)
+                    on_done(request, future.result())
         except BaseException:
             evaluator.stop()  # no new container, no retry
             pool.shutdown(wait=False, cancel_futures=True)

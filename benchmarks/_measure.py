@@ -1,0 +1,219 @@
+"""Measuring a private engine and the processes around it (benchmarks only).
+
+* :class:`LoopDisk` — a file system of its own for an engine's data root (a sparse ext4
+  image, loop-mounted): what the engine holds on disk, images, build containers and
+  leftovers included, is read exactly and at once with ``statvfs`` however many layers
+  there are (``du`` over a data root of thousands of layers takes minutes on a slow disk).
+  Its size caps what the engine may write, so the host keeps its free space.
+* :class:`CpuGroup` — a cpuacct cgroup (v1, or the v2 hierarchy): CPU of everything in it
+  and everything that ever was (the kernel charges each ancestor as it runs, so the
+  seconds of a container removed long ago stay in its parent's count).
+* :func:`du` — bytes a directory occupies (blocks, each hard-linked file once).
+* :class:`Periodic` — a sampler thread.
+
+Nothing here touches the shared engine.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+# ----------------------------------------------------------------------------- disk
+
+def du(path: Path) -> int:
+    """Bytes ``path`` occupies on disk (allocated blocks; a hard-linked file once)."""
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    stack = [str(path)]
+    while stack:
+        top = stack.pop()
+        try:
+            entries = os.scandir(top)
+        except OSError:
+            continue
+        with entries:
+            for entry in entries:
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+                if st.st_nlink > 1 and not entry.is_dir(follow_symlinks=False):
+                    if (st.st_dev, st.st_ino) in seen:
+                        continue
+                    seen.add((st.st_dev, st.st_ino))
+                total += st.st_blocks * 512
+    return total
+
+
+def free_bytes(path: Path) -> int:
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
+
+
+def filesystem_facts(path: Path) -> dict:
+    st = os.statvfs(path)
+    out = subprocess.run(["df", "-h", "--output=source,fstype,size,used,avail,pcent,target", str(path)],
+                         capture_output=True, text=True).stdout.strip()
+    return {"path": str(path), "size_bytes": st.f_blocks * st.f_frsize, "free_bytes": st.f_bavail * st.f_frsize,
+            "df": out}
+
+
+class LoopDisk:
+    """An ext4 file system in a sparse file, loop-mounted at ``mount``."""
+
+    def __init__(self, image: Path, mount: Path, size_bytes: int) -> None:
+        self.image, self.mount, self.size_bytes = Path(image), Path(mount), int(size_bytes)
+        self.baseline = 0
+        self.mounted = False
+
+    def create(self) -> "LoopDisk":
+        self.mount.mkdir(parents=True, exist_ok=True)
+        with open(self.image, "wb") as handle:
+            handle.truncate(self.size_bytes)
+        # one inode per 8 KiB: layers of virtual environments and source trees are many small files
+        subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", "-i", "8192", str(self.image)], check=True,
+                       capture_output=True)
+        # noinit_itable: the kernel would otherwise zero every inode table in the
+        # background, writing hundreds of MB into the sparse file while the benchmark runs
+        subprocess.run(["mount", "-o", "loop,noinit_itable", str(self.image), str(self.mount)], check=True,
+                       capture_output=True)
+        self.mounted = True
+        self.baseline = self._used()
+        return self
+
+    def _used(self) -> int:
+        st = os.statvfs(self.mount)
+        return (st.f_blocks - st.f_bfree) * st.f_frsize
+
+    def used(self) -> int:
+        """Bytes written since the file system was made."""
+        return max(0, self._used() - self.baseline)
+
+    def unmount(self) -> None:
+        if not self.mounted:
+            return
+        for attempt in range(10):
+            if subprocess.run(["umount", str(self.mount)], capture_output=True).returncode == 0:
+                break
+            time.sleep(1 + attempt)
+        else:
+            subprocess.run(["umount", "-l", str(self.mount)], capture_output=True)
+        self.mounted = False
+
+    def remove(self) -> None:
+        self.unmount()
+        self.image.unlink(missing_ok=True)
+        shutil.rmtree(self.mount, ignore_errors=True)
+
+
+# ----------------------------------------------------------------------------- CPU
+
+def _cpuacct_v1() -> Path | None:
+    """The mount point of the v1 hierarchy that has the cpuacct controller, if any."""
+    try:
+        mounts = Path("/proc/mounts").read_text().splitlines()
+    except OSError:
+        return None
+    for line in mounts:
+        parts = line.split()
+        if len(parts) > 3 and parts[2] == "cgroup" and "cpuacct" in parts[3].split(","):
+            return Path(parts[1])
+    return None
+
+
+def _v1_mounts() -> list[Path]:
+    out = []
+    for line in Path("/proc/mounts").read_text().splitlines():
+        parts = line.split()
+        if len(parts) > 2 and parts[2] == "cgroup":
+            out.append(Path(parts[1]))
+    return out
+
+
+class CpuGroup:
+    """One cgroup's CPU (user and system seconds of all it ever held). ``relative`` is its
+    path below the hierarchy's root, e.g. ``hxb-1234/harness`` (what dockerd's
+    ``--cgroup-parent`` takes, with a leading slash)."""
+
+    def __init__(self, relative: str) -> None:
+        self.relative = relative.strip("/")
+        v1 = _cpuacct_v1()
+        self.version = 1 if v1 is not None else 2
+        self.path = (v1 if v1 is not None else CGROUP_ROOT) / self.relative
+
+    def create(self) -> "CpuGroup":
+        self.path.mkdir(parents=True, exist_ok=True)
+        return self
+
+    def join_self(self) -> None:
+        """Move the calling process into the group (a ``preexec_fn``: runs in the child)."""
+        with open(self.path / "cgroup.procs", "w") as handle:
+            handle.write(str(os.getpid()))
+
+    def seconds(self) -> tuple[float, float]:
+        """(user, system) CPU seconds so far."""
+        try:
+            if self.version == 1:
+                ticks = dict(line.split() for line in (self.path / "cpuacct.stat").read_text().splitlines())
+                hz = os.sysconf("SC_CLK_TCK")
+                return int(ticks["user"]) / hz, int(ticks["system"]) / hz
+            stat = dict(line.split() for line in (self.path / "cpu.stat").read_text().splitlines())
+            return int(stat["user_usec"]) / 1e6, int(stat["system_usec"]) / 1e6
+        except (OSError, KeyError, ValueError):
+            return float("nan"), float("nan")
+
+
+def remove_cgroup_tree(top: str) -> None:
+    """Remove ``top`` (relative) and what is below it in every hierarchy (empty groups
+    only: a group with a process in it stays, and says so by staying)."""
+    roots = _v1_mounts() or [CGROUP_ROOT]
+    if (CGROUP_ROOT / "cgroup.controllers").exists():
+        roots.append(CGROUP_ROOT)
+    for root in roots:
+        base = root / top.strip("/")
+        if not base.is_dir():
+            continue
+        for dirpath, _, _ in sorted(os.walk(base), key=lambda item: -len(item[0])):
+            try:
+                os.rmdir(dirpath)
+            except OSError:
+                pass
+
+
+# ----------------------------------------------------------------------------- sampling
+
+class Periodic:
+    """Calls ``probe()`` every ``every`` seconds in a thread and keeps what it returns."""
+
+    def __init__(self, probe: Callable[[], dict], every: float) -> None:
+        self.probe, self.every = probe, every
+        self.samples: list[dict] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="bench-sampler")
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.samples.append(self.probe())
+            except Exception as exc:  # noqa: BLE001 — a failed sample is recorded, the run goes on
+                self.samples.append({"error": repr(exc)})
+            self._stop.wait(self.every)
+
+    def __enter__(self) -> "Periodic":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(60)
