@@ -37,6 +37,7 @@ from typing import Any
 import docker
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 
+from harness import incontainer
 from harness.engine.client import CONNECTION_ERRORS
 from harness.engine.images import IMAGE_FORMAT, LABEL_PREFIX, PRISTINE_TREE, VENV, ImageBuilder, ImageRef, tar_bytes
 from harness.errors import ImageBuildError, InputError
@@ -173,13 +174,16 @@ def probe(client: docker.DockerClient, image: PulledImage, env_prefix: str) -> d
 
 def bootstrap_hook(env_prefix: str, facts: dict[str, Any]) -> dict[str, bytes]:
     """The trusted bootstrap the environment's interpreter loads, as files to add to the
-    image (absolute path -> bytes), at their place for the interpreter at ``env_prefix``
-    (``facts``: :func:`probe`'s, ``purelib`` its site-packages).
-
-    Empty while the bootstrap reaches the test command through ``PYTHONPATH`` at run time
-    (:func:`harness.integrity.steps.test_env`); the hook baked into an environment's
-    site-packages returns its file and place here, and the thin layer adds it."""
-    return {}
+    image (absolute path -> bytes): the harness's site hook in the site-packages directory
+    the interpreter at ``env_prefix`` names (``facts``: :func:`probe`'s, ``purelib``), so
+    that every Python process of the prebuilt environment runs the bootstrap while the
+    launcher's activation file exists, as in the harness's own environment images."""
+    purelib = facts.get("purelib")
+    if not isinstance(purelib, str) or not purelib.startswith("/"):
+        raise ImageBuildError(f"probing the interpreter under {env_prefix} named no site-packages directory "
+                              f"(purelib {purelib!r}): the bootstrap has nowhere to go")
+    path, data = incontainer.site_hook(purelib)
+    return {path: data}
 
 
 # ---------------------------------------------------------------------------- the thin layer

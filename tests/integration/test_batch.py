@@ -211,9 +211,9 @@ def test_report_regrades_from_saved_outputs(harness_run):
     # ...and the runner's own reports (events.jsonl) still say it passed: still void.
     assert run.report(iid)["error_reason"] == "ambiguous_results"
     events = run.root / iid / "events.jsonl"
-    passed = '"id": "tests/test_stats.py::TestMedian::test_even_length", "when": "call", "outcome": "passed"'
+    passed = '"id":"tests/test_stats.py::TestMedian::test_even_length","when":"call","outcome":"passed"'
     assert passed in events.read_text()
-    events.write_text(events.read_text().replace(passed, passed.replace('"passed"', '"failed"')))
+    events.write_text(events.read_text().replace(passed, passed.replace(':"passed"', ':"failed"')))
     assert main(["report", str(run.root)]) == 0
     report = run.report(iid)
     assert report["status"] == "PARTIAL"

@@ -262,7 +262,8 @@ def test_the_bootstrap_reaches_every_test_process_and_blames_only_what_the_model
     events = (attempt["gold"] / "events.jsonl").read_bytes()
     ev = parse_evidence(b"{}", events)
     records = _records(events)
-    argv = {c: " ".join(h["argv"]) for c, h in ev.processes.items()}
+    # argv is None for a process gone before the collector read /proc (a short-lived probe)
+    argv = {c: " ".join(h["argv"] or ()) for c, h in ev.processes.items()}
     assert {h["uid"] for h in ev.processes.values()} == {1000}
     tox = next(c for c, a in argv.items() if "/bin/tox" in a)
     (graded, _), = ev.graded_sessions

@@ -106,6 +106,9 @@ def test_a_prebuilt_image_from_a_registry_is_graded_as_built_ones_are(tmp_path, 
         assert "history_not_stripped" not in report["integrity"]["flags"]
         assert report["image"]["interpreter"]["executable"] == "/opt/miniconda3/envs/testbed/bin/python"
         assert report["image"]["tag"].startswith("harness-sweb:")
+        # the thin layer's site hook reached the conda environment's test process
+        assert report["integrity"]["evidence_expected"] is True, report["integrity"]
+        assert "monitor_not_loaded" not in report["integrity"]["flags"]
 
     thin = gold.report(INSTANCE)["image"]["tag"]
     # the thin layer: one commit at the pristine tree, the image's history gone, the harness's
