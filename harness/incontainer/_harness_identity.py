@@ -14,11 +14,11 @@ runs and compared again while and after the tests run:
   runner module executed) records, for each owner (a class or a module), the object bound
   to each outcome-deciding name and, for a function (or the function of a classmethod,
   staticmethod or property), its code, defaults and closure contents;
-* :func:`check` compares them (a few hundred identity tests; the reporters call it at every
-  outcome, with the reporter or result object in hand: an instance attribute shadowing an
+* :func:`check` compares the bound objects and their code (a few hundred identity tests;
+  the reporters call it at every outcome, with the reporter or result object in hand: an instance attribute shadowing an
   outcome method, or an instance whose class was swapped, is a change too) and sends each
   change it has not sent before as an ``identity`` record ``changed``;
-* :func:`final` compares them when the suite ends (the pytest session that writes the
+* :func:`final` compares them in full (defaults and closure contents too) when the suite ends (the pytest session that writes the
   results file, at ``unconfigure``; the JUnit reporter, before writing the file) and sends
   the ``identity`` record ``final`` with how many bindings it compared and every changed one;
 * the audit hook (``_harness_monitor``, Python 3.8+) sees, when it happens, what CPython
@@ -84,14 +84,10 @@ def _snapshot(value):
     return (value, function, function.__code__, function.__defaults__, function.__kwdefaults__, _cells(function))
 
 
-def _same(before, now):
-    if now is not before[0]:
-        return False
+def _rest_same(before):
+    """The function's defaults and closure contents are the captured ones."""
     function = before[1]
-    if function is None:
-        return True
-    if function.__code__ is not before[2] or function.__defaults__ is not before[3] or \
-            function.__kwdefaults__ is not before[4]:
+    if function.__defaults__ is not before[3] or function.__kwdefaults__ is not before[4]:
         return False
     cells = _cells(function)
     return len(cells) == len(before[5]) and all(a is b for a, b in zip(cells, before[5]))
@@ -138,12 +134,18 @@ def capture(runner, owners):
     return count
 
 
-def changes(instance=None, exact=False):
-    """Every captured binding that differs now, as ``label.name``; with ``instance`` (a
-    reporter or result object) also a watched name in its own ``__dict__`` and, with
-    ``exact``, a class that is not the one captured."""
-    out = [label + "." + name for label, namespace, name, before in _ENTRIES
-           if not _same(before, namespace.get(name, _ABSENT))]
+def changes(instance=None, exact=False, full=True):
+    """Every captured binding that differs now, as ``label.name``: another object bound, or
+    the function given other code (and, ``full``, other defaults or closure contents); with
+    ``instance`` (a reporter or result object) also a watched name in its own ``__dict__``
+    and, with ``exact``, a class that is not the one captured."""
+    out = []
+    absent = _ABSENT
+    for label, namespace, name, before in _ENTRIES:
+        function = before[1]
+        if namespace.get(name, absent) is not before[0] or (function is not None and (
+                function.__code__ is not before[2] or (full and not _rest_same(before)))):
+            out.append(label + "." + name)
     if instance is not None:
         cls = type(instance)
         if exact and id(cls) not in _WATCH:
@@ -161,9 +163,10 @@ def changes(instance=None, exact=False):
 
 
 def check(point, instance=None, exact=False):
-    """Compare now; send what changed since the last record (nothing when nothing did)."""
+    """Compare now (the bound objects and their code: cheap enough for every outcome); send
+    what changed since the last record (nothing when nothing did)."""
     try:
-        found = changes(instance, exact)
+        found = changes(instance, exact, full=False)
     except Exception as exc:   # an owner made unreadable is a change, never a pass
         found = ["unreadable: %s" % type(exc).__name__]
     new = [c for c in found if c not in _REPORTED]

@@ -93,7 +93,7 @@ def _capture_pytest():
     if monitor is not None:
         owners.append(("_harness_monitor", monitor, ("emit", "dumps", "testbed_files", "_STATE", "_hook", "_handle",
                                                      "_record", "_walk", "_rebinding")))
-    owners.append(("_harness_identity", identity, ("changes", "check", "final", "_same", "_snapshot", "_cells",
+    owners.append(("_harness_identity", identity, ("changes", "check", "final", "_rest_same", "_snapshot", "_cells",
                                                    "_function_of", "_ENTRIES", "_WATCH", "_REPORTED")))
     identity.capture("pytest", owners)
 

@@ -73,7 +73,8 @@ def test_reference_patches_are_full_with_nothing_flagged_as_tampering(sample):
     for iid, report in reports.items():
         flags = report["integrity"]["flags"]
         assert not [f for f in flags if f.startswith(("monitor_gc", "monitor_ctypes", "monitor_sys_set"))
-                    or f in ("sealed_files_changed", "results_disagree_with_runner", "monitor_not_loaded")], (iid, flags)
+                    or f in ("sealed_files_changed", "results_disagree_with_runner", "monitor_not_loaded",
+                             "runner_rebound", "runner_identity_unchecked", "monitor_runner_rebind")], (iid, flags)
 
 
 def test_empty_patches_resolve_nothing(sample):
