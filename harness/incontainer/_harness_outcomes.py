@@ -89,12 +89,6 @@ def _capture_pytest():
     owners += [("_harness_outcomes", globals(), ("emit", "testbed_files", "_has_xfail_marker", "_writes_results",
                                                  "_Session", "_STATE", "_SKIP_TYPES")),
                ("_harness_outcomes._Session", _Session, None)]
-    monitor = sys.modules.get("_harness_monitor")
-    if monitor is not None:
-        owners.append(("_harness_monitor", monitor, ("emit", "dumps", "testbed_files", "_STATE", "_hook", "_handle",
-                                                     "_record", "_walk", "_rebinding")))
-    owners.append(("_harness_identity", identity, ("changes", "check", "final", "_rest_same", "_snapshot", "_cells",
-                                                   "_function_of", "_ENTRIES", "_WATCH", "_REPORTED")))
     identity.capture("pytest", owners)
 
 
