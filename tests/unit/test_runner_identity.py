@@ -38,6 +38,12 @@ RESULT_REBIND = ("import unittest\n    R = unittest.TextTestResult\n"
 RESULT_SHADOW = ("f = sys._getframe(1)\n    while f is not None and 'result' not in f.f_locals:\n        f = f.f_back\n"
                  "    if f is not None:\n        r = f.f_locals['result']\n        r.addFailure = lambda test, err: r.addSuccess(test)")
 
+#: the running result object given a class of the library's own (an assignment the audit hook sees)
+RESULT_CLASS_SWAP = ("import unittest\n    f = sys._getframe(1)\n"
+                     "    while f is not None and 'result' not in f.f_locals:\n        f = f.f_back\n"
+                     "    if f is not None:\n        r = f.f_locals['result']\n"
+                     "        r.__class__ = type('R', (type(r),), {'addFailure': lambda s, t, e: s.addSuccess(t)})")
+
 
 def _tree(root: Path, attack: str, tests: str, name: str) -> Path:
     testbed = root / "tb"
@@ -116,6 +122,14 @@ def test_unittest_result_rebound_by_library_code_is_tampering(tmp_path, attack, 
     assert changed in ev.rebound, ev.rebound
     verdict = _judge(ev)
     assert "runner_rebound" in verdict.flags and verdict.tampered
+
+
+def test_a_result_object_given_another_class_is_seen_by_the_audit_hook(tmp_path):
+    ev, xml = _unittest(tmp_path, RESULT_CLASS_SWAP)
+    assert parse_reporter_junit(xml).statuses["test_halve.py::Halve::test_halve_odd"] is TestStatus.PASSED
+    verdict = _judge(ev)
+    assert "monitor_runner_rebind" in verdict.flags and "runner.rebind" in verdict.tampered, verdict
+    assert any("TextTestResult instance.__class__" in h for h in verdict.details["monitor"]["runner.rebind"])
 
 
 def _records(*records: dict, boot: dict | None = None) -> bytes:
