@@ -17,6 +17,8 @@ can neither change nor shadow them (``/harness`` is a root-owned tmpfs)::
         _harness_boot.py               bootstrap: run by the site hook in every test process
         _harness_genuine.py            which code of the process is genuine installed code
         _harness_monitor.py            the PEP 578 tamper monitor and the evidence channel (emit)
+        _harness_identity.py           the runner's outcome-deciding bindings: captured before
+                                       repository code runs, compared at each outcome and the end
         _harness_outcomes.py           pytest plugin: reports, where skips/xfails were raised,
                                        the results file's hash after the JUnit writer ran
         junit_reporter.py              runs unittest/sympy/django in-process, writes JUnit XML
@@ -30,7 +32,7 @@ Python process of that environment however it was started (tox, nox, ``subproces
 ``python -m``, whatever environment variables its parent passed) and does nothing unless
 :data:`ACTIVATION` exists; then it runs :data:`BOOT`, which checks that the activation file
 is root's and that the process belongs to the test user it names, and only then installs
-the monitor and pre-imports the plugin. Its text never changes with the trusted files (they
+the monitor, loads the identity registry and pre-imports the plugin. Its text never changes with the trusted files (they
 are read at run time), so an edit of them rebuilds no image; changing the hook itself
 rebuilds every environment image once (it is an input of their tags).
 

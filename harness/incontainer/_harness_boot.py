@@ -12,11 +12,13 @@ was started and whatever environment its parent passed. It does nothing unless
   and root's own steps run without it);
 
 then it loads the harness's modules (``_harness_genuine``, ``_harness_monitor``,
-``_harness_outcomes``) from the files beside it (never through ``sys.path``,
+``_harness_identity``, ``_harness_outcomes``) from the files beside it (never through ``sys.path``,
 so no repository module can shadow them, and never from bytecode), and
 
 * starts the runtime tamper monitor (``_harness_monitor``: a PEP 578 audit hook) writing to
   the evidence socket the activation file names;
+* loads the runner-identity registry (``_harness_identity``), which the runners' set-up fills
+  before any repository code runs and compares while and after the tests run;
 * pre-imports the outcome-origin pytest plugin (``_harness_outcomes``) and has every pytest
   session of the process load it (``-p _harness_outcomes`` finds it in ``sys.modules``).
 
@@ -33,7 +35,7 @@ _ACTIVATION = globals().get("_HARNESS_ACTIVATION", "/harness/activation.json")
 #: the owner the activation file and the modules must have (root; a host-side test runs
 #: the bootstrap with its own uid)
 _OWNER = globals().get("_HARNESS_OWNER", 0)
-_NAMES = ("_harness_genuine", "_harness_monitor", "_harness_outcomes")
+_NAMES = ("_harness_genuine", "_harness_monitor", "_harness_identity", "_harness_outcomes")
 
 
 def _owned(fd):
@@ -140,6 +142,10 @@ def _boot():
             return
         loaded.append(_load("_harness_genuine", directory))
         loaded.append(_load("_harness_monitor", directory))
+        try:
+            loaded.append(_load("_harness_identity", directory))
+        except Exception:
+            pass  # the boot record says it is missing (runner_identity_unchecked on the host)
         try:
             outcomes = _load("_harness_outcomes", directory)
             loaded.append(outcomes)

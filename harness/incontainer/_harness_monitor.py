@@ -31,7 +31,14 @@ import sys
 from _harness_genuine import CodeType, by_import_machinery, claim, import_exec, kind, snapshot
 
 _STATE = {"sock": None, "inode": None, "path": None, "pid": None, "lock": None, "seen": set(), "counts": {}, "cap": 400,
-          "testbed": "/testbed/", "results": None, "busy": set(), "started": False}
+          "testbed": "/testbed/", "results": None, "busy": set(), "started": False, "rebind_watch": {},
+          "rebind_code": {}}
+#: the event the hook records for a change the audit hook can see (CPython raises
+#: ``object.__setattr__`` for ``__class__`` and ``__code__`` assignments, never for a class's
+#: other attributes) of an outcome-deciding binding of the runner (``_harness_identity``): an
+#: instance of a watched class (``_STATE["rebind_watch"]``) given another class, a captured
+#: function (``_STATE["rebind_code"]``) given other code
+REBIND = "runner.rebind"
 #: events raised by a C function called straight from the offending frame
 WATCHED = frozenset((
     "sys._getframe", "sys._current_frames", "gc.get_objects", "gc.get_referrers", "gc.get_referents",
@@ -49,7 +56,7 @@ _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
 _SEVERE = frozenset((
     "sys._current_frames", "gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys.settrace",
     "sys.setprofile", "sys.addaudithook", "ctypes.dlopen", "ctypes.dlsym", "ctypes.cdata", "ctypes.addressof",
-    "ctypes.call_function", "ctypes.string_at", "sys.monitoring.register_callback",
+    "ctypes.call_function", "ctypes.string_at", "sys.monitoring.register_callback", REBIND,
 ))
 _WRITES = frozenset(("open", "os.remove", "os.rename", "os.rmdir", "os.truncate", "os.chmod", "os.symlink",
                      "os.link", "shutil.rmtree", "shutil.move", "shutil.copyfile"))
@@ -197,10 +204,20 @@ def _walk(frame):
     return chain, stack, via_import
 
 
+def _rebinding(target, name):
+    """A label when assigning ``name`` (``__class__``, ``__code__``) on ``target`` changes an
+    outcome-deciding binding of the runner, else None."""
+    if name == "__class__":
+        entry = _STATE["rebind_watch"].get(id(type(target)))
+        return None if entry is None or entry[0] is not type(target) else entry[1] + " instance.__class__"
+    entry = _STATE["rebind_code"].get(id(target))
+    return None if entry is None or entry[0] is not target else entry[1] + ".__code__"
+
+
 def _hook(event, args):
     if event not in WATCHED:
         return
-    if event == "object.__setattr__" and (len(args) < 2 or args[1] != "__code__"):
+    if event == "object.__setattr__" and (len(args) < 2 or args[1] not in ("__code__", "__class__")):
         return
     if event == "open" and not _writes(args):
         return
@@ -243,7 +260,10 @@ def _handle(event, args):
         if len(args) > 2 and args[1] == "__code__":
             claim(getattr(getattr(args[0], "__code__", None), "co_filename", None))
             claim(getattr(args[2], "co_filename", None))
-        return
+        label = _rebinding(args[0], args[1])
+        if label is None:
+            return
+        event, args = REBIND, (label,)
     elif event == "marshal.loads":
         if by_import_machinery(caller, "compile_bytecode"):
             return
@@ -267,6 +287,8 @@ def _record(event, args, frame):
 
 def _detail(event, args):
     try:
+        if event == REBIND:
+            return str(args[0])[:300]
         if event in ("open", "os.remove", "os.rename", "os.truncate", "os.chmod", "shutil.rmtree"):
             return repr(args[:2])[:300]
         if event == "compile":
@@ -313,7 +335,8 @@ def start(options, harness_modules=()):
     monitor = bool(options.get("monitor")) and hasattr(sys, "addaudithook")
     # sys.argv does not exist yet while site runs on Pythons before 3.8
     emit({"k": "boot", "python": sys.version.split()[0], "pid": os.getpid(),
-          "argv": list(getattr(sys, "orig_argv", getattr(sys, "argv", [])))[:4], "monitor": monitor})
+          "argv": list(getattr(sys, "orig_argv", getattr(sys, "argv", [])))[:4], "monitor": monitor,
+          "identity": "_harness_identity" in sys.modules})
     if monitor:
         _wrap_gc()
         snapshot(list(harness_modules), _STATE["testbed"])

@@ -16,7 +16,12 @@ through the evidence channel (``_harness_monitor.emit``) it records:
   working-copy files of the exception's traceback, innermost first (the host asks whether
   one of them is code the model changed), and whether the test carries an ``xfail`` marker;
 * ``session``: the exit status, and at ``unconfigure`` (after the JUnit writer ran) the
-  sha256 of the results file, so a file rewritten later (``atexit``) is detected.
+  sha256 of the results file, so a file rewritten later (``atexit``) is detected;
+* ``identity`` (``_harness_identity``): the outcome-deciding bindings of pytest, pluggy and
+  this plugin (:data:`PYTEST_BINDINGS`), captured when pytest has made its first config and
+  imported its own plugins (before any ``conftest.py`` or installed plugin runs), compared
+  at every test's call report and, by the session that writes the results file, at
+  ``unconfigure`` (``final``).
 
 The report hook runs *first* (``tryfirst``, marked through pluggy once pytest runs):
 pytest's own unittest plugin, also ``tryfirst``, replaces a ``unittest.SkipTest`` raised in
@@ -35,6 +40,59 @@ from _harness_monitor import _STATE, emit, testbed_files
 
 _SKIP_TYPES = ("Skipped", "XFailed", "SkipTest", "skip.Exception", "OutcomeException")
 _SESSIONS = [0]
+#: module -> (its names that decide outcomes or None, its classes whose methods do): what
+#: runs a test, makes its report and writes the JUnit file, in pytest 3 to 8 and pluggy
+#: (names a version lacks are left out)
+PYTEST_BINDINGS = (
+    ("_pytest.runner", ("runtestprotocol", "call_and_report", "call_runtest_hook", "check_interactive_exception",
+                        "pytest_runtest_protocol", "pytest_runtest_setup", "pytest_runtest_call",
+                        "pytest_runtest_teardown", "pytest_runtest_makereport", "CallInfo", "TestReport"),
+     ("CallInfo", "TestReport", "BaseReport")),
+    ("_pytest.reports", ("TestReport", "BaseReport", "CollectReport"), ("TestReport", "BaseReport")),
+    ("_pytest.junitxml", ("LogXML", "_NodeReporter", "bin_xml_escape"), ("LogXML", "_NodeReporter")),
+    ("_pytest.skipping", ("pytest_runtest_makereport", "pytest_runtest_setup", "pytest_runtest_call",
+                          "evaluate_xfail_marks", "evaluate_skip_marks", "check_xfail_no_run", "check_strict_xfail",
+                          "MarkEvaluator"), ("MarkEvaluator",)),
+    ("_pytest.python", ("pytest_pyfunc_call", "Function"), ("Function",)),
+    ("_pytest.unittest", ("TestCaseFunction", "pytest_runtest_makereport"), ("TestCaseFunction",)),
+    ("_pytest.outcomes", ("fail", "skip", "xfail", "exit", "importorskip", "Failed", "Skipped", "XFailed",
+                          "OutcomeException"), ()),
+    ("_pytest.main", ("pytest_runtestloop", "wrap_session"), ()),
+    ("pluggy._callers", ("_multicall",), ()),
+    ("pluggy.callers", ("_multicall",), ("_Result", "_LegacyMultiCall")),
+    ("pluggy._result", (), ("Result", "_Result")),
+    ("pluggy._hooks", (), ("HookCaller", "_HookCaller", "HookImpl")),
+    ("pluggy.hooks", (), ("_HookCaller", "HookImpl")),
+    ("pluggy._manager", (), ("PluginManager",)),
+    ("pluggy.manager", (), ("PluginManager",)),
+    ("_pytest.vendored_packages.pluggy", ("_multicall",), ("_MultiCall", "_HookCaller", "HookImpl", "_CallOutcome",
+                                                           "PluginManager")),
+)
+
+
+def _capture_pytest():
+    """Once per process, when pytest has made its first config (called from ``get_config``)."""
+    identity = sys.modules.get("_harness_identity")
+    if identity is None or _CAPTURED[0]:
+        return
+    _CAPTURED[0] = True
+    owners = []
+    for module_name, names, classes in PYTEST_BINDINGS:
+        module = sys.modules.get(module_name)
+        if module is None:
+            continue
+        owners.append((module_name, module, names))
+        for cls_name in classes:
+            cls = getattr(module, cls_name, None)
+            if isinstance(cls, type):
+                owners.append((module_name + "." + cls_name, cls, None))
+    owners += [("_harness_outcomes", globals(), ("emit", "testbed_files", "_has_xfail_marker", "_writes_results",
+                                                 "_Session", "_STATE", "_SKIP_TYPES")),
+               ("_harness_outcomes._Session", _Session, None)]
+    identity.capture("pytest", owners)
+
+
+_CAPTURED = [False]
 
 
 def _mark_first():
@@ -106,6 +164,10 @@ class _Session:
     def pytest_runtest_logreport(self, report):
         emit({"k": "report", "s": self.number, "id": report.nodeid, "when": report.when,
               "outcome": report.outcome, "xfail": hasattr(report, "wasxfail")})
+        if report.when == "call" or report.outcome != "passed":
+            identity = sys.modules.get("_harness_identity")
+            if identity is not None:
+                identity.check(report.nodeid[:300])
 
     def pytest_sessionfinish(self, session, exitstatus):
         emit({"k": "session", "s": self.number, "exitstatus": int(exitstatus)})
@@ -113,6 +175,9 @@ class _Session:
     def pytest_unconfigure(self, config):
         if not self.graded:
             return
+        identity = sys.modules.get("_harness_identity")
+        if identity is not None:
+            identity.final("unconfigure", self.number)
         import hashlib
         try:
             with open(_STATE["results"], "rb") as handle:
@@ -130,6 +195,10 @@ def _register_in(config_module):
 
     def get_config(*args, **kwargs):
         config = original(*args, **kwargs)
+        try:   # pytest's own plugins are imported by now; no conftest.py, no installed plugin yet
+            _capture_pytest()
+        except Exception:
+            pass
         try:
             config.pluginmanager.import_plugin(__name__)
         except Exception:

@@ -23,6 +23,14 @@ pytest) and the innermost of them (``where``, relative). A skip that no exceptio
 (a ``@skip`` decorator) has no frames and no record. After writing the results file the reporter
 emits its sha256 (``results_file``), so a file rewritten later (``atexit``) is detected.
 
+Runner identity (``_harness_identity``): the patched result and reporter classes, the
+classes of the runner that decide outcomes (unittest's ``TestCase``, ``_Outcome``; sympy's
+``SymPyTests``, ``Reporter``, ``PyTestReporter``) and this module's own functions are
+captured right after they are patched (unittest: before the command starts; sympy: as soon
+as its runner module has executed), compared at every outcome with the result or reporter
+object in hand (an instance attribute shadowing an outcome method, or a reporter whose class
+was swapped, counts) and once more before the results file is written (``final``).
+
 A test module that fails to import is written as a testcase with an ``error`` of type
 ``collection``. Only the process that started writes the file (a forked child does not).
 Standard library only; runs on the environment's Python (3.6 or newer).
@@ -86,11 +94,43 @@ def record(file, cls, name, status, message="", label=None, seconds=0.0):
                      "label": label, "seconds": seconds})
 
 
+def _identity():
+    return sys.modules.get("_harness_identity")
+
+
+def _check_identity(instance, exact=False):
+    """At an outcome: compare the runner's bindings (never stops the run)."""
+    identity = _identity()
+    if identity is not None:
+        try:
+            identity.check("outcome", instance, exact)
+        except Exception:
+            pass
+
+
+def _capture(runner, owners):
+    identity = _identity()
+    if identity is None:
+        return
+    own = ("record", "raised", "write_junit", "_exc_message", "_relpath", "_clean", "_check_identity", "_identity",
+           "_RECORDS", "_COLLECTION", "_state")
+    try:
+        identity.capture(runner, list(owners) + [("junit_reporter", globals(), own)])
+    except Exception:
+        pass
+
+
 def write_junit():
     path = _state["junit"]
     if path is None or os.getpid() != _MAIN_PID or _state["written"]:
         return
     _state["written"] = True
+    identity = _identity()
+    if identity is not None:
+        try:
+            identity.final("write_junit")
+        except Exception:
+            pass
     suite = ElementTree.Element("testsuite", name="harness", tests=str(len(_RECORDS)))
     for rec in _COLLECTION:
         case = ElementTree.SubElement(suite, "testcase", classname="", name="", file=_clean(rec["file"]))
@@ -167,6 +207,7 @@ def install_unittest():
         original = getattr(base, method_name)
 
         def patched(self, test, *args):
+            _check_identity(self)
             try:
                 _note(self, test, status_of(test, *args), args)
             except Exception:
@@ -227,6 +268,7 @@ def install_unittest():
     original_subtest = base.addSubTest
 
     def add_subtest(self, test, subtest, err):
+        _check_identity(self)
         try:
             if err is not None:
                 kind = "failed" if issubclass(err[0], test.failureException) else "error"
@@ -240,6 +282,18 @@ def install_unittest():
             pass
         return original_subtest(self, test, subtest, err)
     base.addSubTest = add_subtest
+
+    import unittest.runner
+    case = unittest.case
+    _capture("unittest", [
+        ("unittest.result.TestResult", base, None),
+        ("unittest.runner.TextTestResult", getattr(unittest.runner, "TextTestResult", None), None),
+        ("unittest.case.TestCase", case.TestCase, None),
+        ("unittest.case._Outcome", outcome_cls, None),
+        ("unittest.case", case, ("SkipTest", "_Outcome", "_ShouldStop", "_UnexpectedSuccess", "expectedFailure",
+                                 "skip", "skipIf", "skipUnless", "_addSkip")),
+        ("unittest.result", unittest.result, ("TestResult", "failfast")),
+    ])
 
 
 # --------------------------------------------------------------------------- sympy
@@ -258,6 +312,7 @@ def _patch_sympy(module):
     original_test_file = tests_cls.test_file
 
     def test_file(self, filename, *args, **kwargs):
+        _check_identity(self, exact=True)
         current["file"], current["test"] = _relpath(filename), None
         try:
             return original_test_file(self, filename, *args, **kwargs)
@@ -269,6 +324,7 @@ def _patch_sympy(module):
         original = getattr(reporter_cls, method_name)
 
         def patched(self, *args, **kwargs):
+            _check_identity(self, exact=True)
             try:
                 message = _exc_message(args[0]) if (takes_exc and args) else (str(args[0]) if args else "")
                 if current["file"] is not None:
@@ -311,6 +367,16 @@ def _patch_sympy(module):
     hook("test_skip", "skipped")
     hook("test_xfail", "xfail")
     hook("test_xpass", "passed")
+
+    names = ("SymPyTests", "PyTestReporter", "Reporter", "Skipped", "XFail", "XPass", "test", "_test",
+             "run_in_subprocess_with_hash_randomization", "run_all_tests", "convert_to_native_paths", "get_sympy_dir",
+             "sys_normcase", "split_list")
+    owners = [(module.__name__, module, names), (module.__name__ + ".SymPyTests", tests_cls, None),
+              (module.__name__ + ".PyTestReporter", reporter_cls, None)]
+    base = getattr(module, "Reporter", None)
+    if isinstance(base, type) and base is not object:
+        owners.append((module.__name__ + ".Reporter", base, None))
+    _capture("sympy", owners)
 
 
 class _PatchOnImport(importlib.abc.MetaPathFinder):

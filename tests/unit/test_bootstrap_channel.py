@@ -130,7 +130,7 @@ def test_a_bootstrapped_process_says_nothing_of_its_own_even_in_development_mode
         proc = subprocess.run([sys.executable, "-X", "dev", "-W", "error", "-c", "import sys; print(sorted("
                                "m for m in sys.modules if m.startswith('_harness')))"],
                               env=channel.env, capture_output=True, text=True, timeout=60)
-    assert (proc.returncode, proc.stdout.strip(), proc.stderr) == (0, "['_harness_genuine', '_harness_monitor', '_harness_outcomes']", "")
+    assert (proc.returncode, proc.stdout.strip(), proc.stderr) == (0, "['_harness_genuine', '_harness_identity', '_harness_monitor', '_harness_outcomes']", "")
 
 
 def test_the_bootstrap_imports_nothing_but_its_own_modules(tmp_path):
@@ -142,7 +142,8 @@ def test_the_bootstrap_imports_nothing_but_its_own_modules(tmp_path):
     with bootstrapped(tmp_path / "channel", testbed) as channel:
         booted = subprocess.run([sys.executable, *probe], env=channel.env, capture_output=True, text=True, check=True)
     added = set(json.loads(booted.stdout)) - set(json.loads(bare.stdout))
-    assert added - {"sitecustomize"} <= {"_harness_genuine", "_harness_monitor", "_harness_outcomes", "_socket"}, added
+    assert added - {"sitecustomize"} <= {"_harness_genuine", "_harness_monitor", "_harness_identity", "_harness_outcomes",
+                                          "_socket"}, added
 
 
 def test_the_collector_names_each_connection_and_takes_no_other_users(tmp_path, monkeypatch):
