@@ -168,7 +168,7 @@ def test_the_base_interpreter_of_the_environment_runs_it_too():
     base = getattr(sys, "_base_executable", sys.executable)
     assert base != sys.executable
     out = subprocess.run([base, "-c", {PROBE!r}], capture_output=True, text=True).stdout.strip()
-    assert out == "['_harness_genuine', '_harness_monitor', '_harness_outcomes']"
+    assert out == "['_harness_genuine', '_harness_identity', '_harness_monitor', '_harness_outcomes']"
 
 
 def test_the_build_and_the_service_set_up_ran_without_the_bootstrap_and_the_rebuild_with_it():

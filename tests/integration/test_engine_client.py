@@ -19,20 +19,28 @@ def base_tag(engine, cache_dir) -> str:
 
 
 
+def _containers_of(engine, image: str) -> set[str]:
+    # only this image's: the engine may be shared with other runs, whose containers come and go
+    # (exactly this image: "ancestor" would also match builds on images derived from it)
+    image_id = engine.images.get(image).id
+    return {c.id for c in engine.containers.list(all=True, filters={"ancestor": image})
+            if c.attrs.get("Image") == image_id}
+
+
 def test_every_fast_container_gives_its_whole_output_and_is_removed(engine, base_tag):
-    before = {c.id for c in engine.containers.list(all=True)}
+    before = _containers_of(engine, base_tag)
     for round_ in range(25):
         out = run_once(engine, base_tag, ["/bin/sh", "-c", f"printf 'line %s\\n' {round_} done"])
         assert out == f"line {round_}\nline done\n".encode()
-    assert {c.id for c in engine.containers.list(all=True)} <= before
+    assert _containers_of(engine, base_tag) <= before
 
 
 def test_a_failing_command_raises_with_its_stderr_and_is_removed(engine, base_tag):
-    before = {c.id for c in engine.containers.list(all=True)}
+    before = _containers_of(engine, base_tag)
     with pytest.raises(docker.errors.ContainerError) as failure:
         run_once(engine, base_tag, ["/bin/sh", "-c", "echo out; echo broken >&2; exit 7"])
     assert failure.value.exit_status == 7 and b"broken" in failure.value.stderr
-    assert {c.id for c in engine.containers.list(all=True)} <= before
+    assert _containers_of(engine, base_tag) <= before
 
 
 def test_it_has_no_network_unless_asked(engine, base_tag):
