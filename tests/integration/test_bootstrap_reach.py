@@ -26,11 +26,12 @@ two frames below its entry point. One batch, as attempts of one instance:
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 from harness.integrity.attribution import asked_by_model
 from harness.integrity.evidence import parse_evidence
+from tests.gitrepo import diff_with as _diff
+from tests.gitrepo import git as _git
 
 ID = "example__reachdemo-1"
 PROBE = "import sys; print(sorted(m for m in sys.modules if m.startswith('_harness')))"
@@ -187,20 +188,6 @@ NEW_TESTS = TESTS + "\n\ndef test_double():\n    assert reachlib.double(2) == 4\
 CONFTEST = 'pytest_plugins = ["pytester"]\n'
 SHADOW = "raise SystemExit('a repository module shadowed the harness')\n"
 T = "tests/test_reach.py::"
-
-
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-                          check=True, capture_output=True, text=True).stdout
-
-
-def _diff(repo: Path, path: str, text: str) -> str:
-    original = (repo / path).read_text()
-    (repo / path).write_text(text)
-    try:
-        return _git(repo, "diff", "--", path)
-    finally:
-        (repo / path).write_text(original)
 
 
 def _make(root: Path) -> tuple[Path, dict, dict[str, str]]:

@@ -9,13 +9,13 @@ A small repository with a C extension is made here (setuptools, ``compiler: keep
 from __future__ import annotations
 
 import json
-import subprocess
 import uuid
 from pathlib import Path
 
 import pytest
 
 from harness.engine.client import run_once
+from tests.gitrepo import git as _git
 
 SPEC = """\
 repo: example/cext
@@ -48,11 +48,6 @@ PyMODINIT_FUNC PyInit__fast(void) {{ return PyModule_Create(&module); }}
 INIT = "from cext._fast import twice\n\n\ndef label(x):\n    return 'value %d' % twice(x){suffix}\n"
 TESTS = ("from cext import label, twice\n\n\ndef test_twice():\n    assert twice(2) == 4\n\n\n"
          "def test_label():\n    assert label(1) == 'value 2'\n")
-
-
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-                          check=True, capture_output=True, text=True).stdout
 
 
 def _commit(repo: Path, files: dict[str, str], message: str) -> str:

@@ -5,10 +5,10 @@ trixie, a base the other tests do not use)."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 from harness.engine.client import run_once
+from tests.gitrepo import git as _git
 
 SPEC = """\
 repo: example/tinyparse
@@ -40,11 +40,6 @@ FIXED = "def parse_pair(text):\n    key, value = text.split('=', 1)\n    return 
 TESTS = "from tinyparse import parse_pair\n\n\ndef test_simple():\n    assert parse_pair('a=b') == ('a', 'b')\n"
 NEW_TESTS = TESTS + ("\n\ndef test_value_with_equals():\n    assert parse_pair('a=b=c') == ('a', 'b=c')\n"
                      "\n\ndef test_spaces():\n    assert parse_pair(' a = b ') == ('a', 'b')\n")
-
-
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-                          check=True, capture_output=True, text=True).stdout
 
 
 def _make_repo(root: Path) -> tuple[Path, dict]:

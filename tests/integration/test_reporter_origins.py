@@ -23,11 +23,12 @@ One batch: the reference patch and two attacks, as attempts of one instance:
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 from harness.grading.reporter_parsers import parse_reporter_junit
 from harness.grading.status import TestStatus
+from tests.gitrepo import diff_with as _diff
+from tests.gitrepo import git as _git
 
 SPEC = """\
 repo: example/tinycalc
@@ -120,20 +121,6 @@ def _steer():
 '''
 ID = "example__tinycalc-1"
 T = "tests/test_calc.py::CalcTests::"
-
-
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-                          check=True, capture_output=True, text=True).stdout
-
-
-def _diff(repo: Path, path: str, text: str) -> str:
-    original = (repo / path).read_text()
-    (repo / path).write_text(text)
-    try:
-        return _git(repo, "diff", "--", path)
-    finally:
-        (repo / path).write_text(original)
 
 
 def _make(root: Path) -> tuple[Path, dict, dict[str, str]]:
