@@ -191,7 +191,7 @@ def main(argv=None) -> int:
             cache = root / "cache"
             shutil.rmtree(cache, ignore_errors=True)
             rows = []
-            for n, iid in enumerate(ids):
+            for iid in ids:
                 row = run_one(root, before_tree if side == "before" else None, combined, iid, cache,
                               specs, args.repos_dir)
                 rows.append(row)

@@ -31,7 +31,7 @@ def bounded_int(low: int, high: int) -> Callable[[str], int]:
         try:
             value = int(text, 10)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer ({_describe('an integer', low, high)})")
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer ({_describe('an integer', low, high)})") from None
         if not low <= value <= high:
             raise argparse.ArgumentTypeError(f"{value} is out of range ({_describe('an integer', low, high)})")
         return value
@@ -45,7 +45,7 @@ def bounded_float(low: float, high: float) -> Callable[[str], float]:
         try:
             value = float(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number ({_describe('a number', low, high)})")
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number ({_describe('a number', low, high)})") from None
         if not math.isfinite(value) or not low <= value <= high:
             raise argparse.ArgumentTypeError(f"{text} is out of range ({_describe('a number', low, high)})")
         return value

@@ -55,7 +55,7 @@ def regrade_run(run_dir: Path) -> dict:
             test_files = test_files_of(patch_files(instance.test_patch), runner)
 
             def read(name: str) -> bytes | None:
-                return (directory / name).read_bytes() if (directory / name).exists() else None
+                return (directory / name).read_bytes() if (directory / name).exists() else None  # noqa: B023 (called within this iteration)
 
             output = (read("test_output.txt") or b"").decode("utf-8", "replace")
             evidence = read("evidence.json")

@@ -111,7 +111,7 @@ def _too_new(output: str, requirements: list[Req], named: set[str], as_of: str,
         sentences.append(f"the installer pins {sides} are newer than the spec's resolve_as_of {as_of}, so the "
                          f"resolver cannot see them: set the spec's `installer: [{', '.join(pins)}]` (the newest "
                          f"releases before that date), or move resolve_as_of to {latest} or later")
-    for req, version, published in (v for n, v in late.items() if n not in installer):
+    for req, _version, published in (v for n, v in late.items() if n not in installer):
         older = facts.newest_before(req.name, as_of) if facts is not None else None
         instead = f" (e.g. {req.name}=={older})" if older else ""
         where = "the spec's `build_requires:` (it replaces the tree's list)" if _is_tree_build(req.origin) \

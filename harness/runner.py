@@ -47,7 +47,7 @@ from harness.logs import get_logger
 from harness.predictions import Prediction
 from harness.preparation import Prepared, Preparer
 from harness.repos import GitDir, RepositoryUnavailable, TreeEntry
-from harness.report import InstanceResult, load_report
+from harness.report import InstanceResult, load_report  # noqa: F401 (harness.batch imports it from here)
 from harness.specs import EnvSpec
 
 __all__ = ["Prepared", "Preparer", "RunConfig", "Task", "TaskEvaluator", "TaskOutcome", "TaskRequest"]

@@ -493,7 +493,7 @@ def cost_summary(instances: AttemptsByInstance) -> CostSummary:
     return CostSummary(
         attempts=len(all_attempts), attempts_with_cost=len(costs), total_cost=total_cost,
         cost_complete=complete,
-        cost_per_attempt=(total_cost / len(costs)) if costs else None,
+        cost_per_attempt=(total_cost / len(costs)) if costs else None,  # type: ignore[operator]  # costs, so a total
         solved_instances=solved,
         cost_per_solved_instance=(total_cost / solved) if (complete and solved and total_cost is not None) else None,
         total_calls=sum(attempt.calls for attempt in all_attempts if attempt.calls is not None),

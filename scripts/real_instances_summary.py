@@ -100,7 +100,7 @@ def main(roots: list[Path], cold_root: Path | None = None) -> None:
     print()
     print("| instance | Python | reference (per repeat) | empty | cold prepare s | warm eval s | tests s |")
     print("|---|---|---|---|---:|---:|---:|")
-    for repo, rows in sorted(per_repo.items()):
+    for _repo, rows in sorted(per_repo.items()):
         for r in rows:
             print(f"| {r['id']} | {r['python']} | {' '.join(r['row']['reference_statuses'])} | "
                   f"{r['row']['empty_status']} | {r['cold'] or 0:.1f} | {r['warm'] or 0:.1f} | {r['tests'] or 0:.1f} |")

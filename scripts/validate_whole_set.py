@@ -150,7 +150,7 @@ def tables(root: Path, set_name: str, left: dict[str, str]) -> tuple[str, list[s
                  f"{totals['canary']} | {totals['tampered']} | {len(exceptions)} |")
     lines += ["", "| instance | version | reference (per repeat) | empty | warm evaluation s (median) | note |",
               "|---|---|---|---|---:|---|"]
-    for repo, ids in sorted(per_repo.items()):
+    for _repo, ids in sorted(per_repo.items()):
         for iid in ids:
             row = validity["instances"][iid]
             golds = [runs[n][iid] for n in runs if n.startswith("gold-") and iid in runs[n]]

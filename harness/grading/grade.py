@@ -110,7 +110,8 @@ def grade(tests: TestLists, statuses: Mapping[str, TestStatus],
 
 
 def _split(test_ids: Sequence[str], success: Callable[[str], bool]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    ok, bad = [], []
+    ok: list[str] = []
+    bad: list[str] = []
     for test_id in test_ids:
         (ok if success(test_id) else bad).append(test_id)
     return tuple(ok), tuple(bad)

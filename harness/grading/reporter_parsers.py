@@ -175,7 +175,7 @@ def _sympy(art: RunArtefacts) -> ParsedResults:
     missing = _no_xml(art)
     if missing:
         return missing
-    junit = parse_reporter_junit(art.junit_xml)
+    junit = parse_reporter_junit(art.junit_xml)  # type: ignore[arg-type]  # _no_xml: not None
     if junit.source == "none":
         return junit
     text = parse_sympy_text(art.output)
@@ -195,7 +195,7 @@ def _unittest(art: RunArtefacts) -> ParsedResults:
     missing = _no_xml(art)
     if missing:
         return missing
-    junit = parse_reporter_junit(art.junit_xml)
+    junit = parse_reporter_junit(art.junit_xml)  # type: ignore[arg-type]  # _no_xml: not None
     if junit.source == "none":
         return junit
     by_label: dict[str, list[str]] = {}

@@ -263,7 +263,8 @@ def protection(image: CachedImage, criteria: Criteria, leases: Mapping[str, str]
 def _match(image: CachedImage, criteria: Criteria, last: float, stale: str | None,
            in_set: Mapping[str, str]) -> tuple[bool, list[str]]:
     """(candidate?, the reasons): what matched when it is one, what did not otherwise."""
-    why, why_not = [], []
+    why: list[str] = []
+    why_not: list[str] = []
     if criteria.older_than is not None:
         idle = criteria.now - last
         text = f"last used {_ago(idle)} ago"

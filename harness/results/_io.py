@@ -47,7 +47,7 @@ def id_list(data: dict, key: str, path: Path, *, required: bool) -> list[str]:
         raise InputError("must be a list of instance id strings", source=str(path), field=key)
     if len(set(value)) != len(value):
         seen: set[str] = set()
-        duplicates = sorted({item for item in value if item in seen or seen.add(item)})
+        duplicates = sorted({item for item in value if item in seen or seen.add(item)})  # type: ignore[func-returns-value]  # add(): None
         raise InputError(f"lists the same instance twice: {', '.join(duplicates)}", source=str(path), field=key)
     return value
 

@@ -152,7 +152,9 @@ def _experiments(path: Path, data: dict) -> Claims:
 
 
 def _per_instance_map(path: Path, data: dict) -> Claims:
-    resolved, unresolved, no_prediction = set(), set(), set()
+    resolved: set[str] = set()
+    unresolved: set[str] = set()
+    no_prediction: set[str] = set()
     for instance_id, entry in data.items():
         if entry.get("patch_is_None") is True or entry.get("no_prediction") is True:
             if entry["resolved"]:

@@ -103,7 +103,7 @@ class Runner:
         """The test file the canaries go into: the first one named like a test module."""
         py = [f for f in test_files if f.endswith(".py")]
         named = [f for f in py if posixpath.basename(f).startswith("test") or f.endswith("tests.py")]
-        return (named or py or [None])[0]
+        return (named or py)[0] if (named or py) else None
 
     def check_test_cmd(self, test_cmd: str) -> str | None:
         """Why ``test_cmd`` cannot be run by this runner, or None."""

@@ -34,7 +34,7 @@ class _RunDirectoryHandler(SimpleHTTPRequestHandler):
         self._quiet = quiet
         super().__init__(*args, directory=directory, **kwargs)
 
-    def guess_type(self, path: str) -> str:
+    def guess_type(self, path: str | os.PathLike[str]) -> str:
         return _TEXT_TYPES.get(Path(path).suffix.lower(), "application/octet-stream")
 
     def send_head(self):

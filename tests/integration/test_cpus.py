@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 
-from harness.demo import DEMO_DIR
 from tests.patchgen import demo_instance, file_diff
 
 CALCLY = "harness-demo__calcly-1"

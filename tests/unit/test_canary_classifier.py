@@ -159,7 +159,8 @@ def pairs_of(label: str, source: bytes, runner, seed: int) -> list[Pair]:
         token_a, token_b = _changed_token(*body[0])
         site_key = draw.key_of(token_a)
 
-        def side(token: str, word: str, line: str) -> Side:
+        def side(token: str, word: str, line: str, rest=rest, block_tokens=block_tokens, site_key=site_key,
+                 name_keys=name_keys) -> Side:
             key, word_key = draw.key_of(token), draw.key_of(word)
             literals = re.findall(r"([\"'])(.*?)\1", line)
             return Side(token, word, line,

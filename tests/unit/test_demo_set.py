@@ -321,7 +321,7 @@ def test_concurrent_builds(tmp_path, built):
         for _ in range(4)
     ]
     outs = [p.communicate(timeout=120) for p in procs]
-    for p, (out, err) in zip(procs, outs):
+    for p, (_out, err) in zip(procs, outs):
         assert p.returncode == 0, err
     assert len({out for out, _ in outs}) == 1
     final = {demo.repo_full_name(p.name): p for p in dest.iterdir() if not p.name.startswith(".")}
@@ -489,7 +489,7 @@ def test_expected_json_shape():
     assert set(EXPECTED) == {*PREDICTION_FILES, "gold", "empty"}
     for kind, entries in EXPECTED.items():
         assert set(entries) == set(BY_ID), kind
-        for iid, e in entries.items():
+        for e in entries.values():
             assert set(e) == {"status", "resolved", "error_reason"}
             assert e["status"] in STATUSES
             assert e["resolved"] is (e["status"] == "FULL")

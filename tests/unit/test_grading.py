@@ -154,7 +154,7 @@ def test_tests_status_dict_has_swe_bench_shape():
 
 def test_grade_is_immutable():
     g = grade(lists(["f"]), {"f": P})
-    with pytest.raises(Exception):
+    with pytest.raises(AttributeError):  # dataclasses.FrozenInstanceError
         g.status = InstanceStatus.NO  # type: ignore[misc]
     assert isinstance(g, Grade)
 

@@ -15,7 +15,7 @@ _RECORD = {"instance_id": "o__r-1", "repo": "o/r", "base_commit": "a" * 40, "pat
            "FAIL_TO_PASS": ["t.py::f"], "PASS_TO_PASS": [], "version": "1.0"}
 
 
-def _evaluator(spec: EnvSpec, config: EvalConfig = EvalConfig()) -> Evaluator:
+def _evaluator(spec: EnvSpec, config: EvalConfig = EvalConfig()) -> Evaluator:  # noqa: B008 (frozen)
     instance = parse_instance(_RECORD)
     return Evaluator(instance, Prediction(instance.instance_id, "m", ""), spec, lambda path: None, config)
 

@@ -295,5 +295,5 @@ def test_empty_instance_ids_means_all(tmp_path):
 def test_instances_are_immutable():
     inst = parse_instance(record())
     assert isinstance(inst, Instance)
-    with pytest.raises(Exception):
+    with pytest.raises(AttributeError):  # dataclasses.FrozenInstanceError
         inst.repo = "other/repo"  # type: ignore[misc]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import InputError, UnknownNameError
+from harness.errors import UnknownNameError
 from harness.evaluation import build_test_command
 from harness.integrity.canaries import plant
 from harness.grading.parsers import get_parser

@@ -175,7 +175,7 @@ def _compared(fn: ast.FunctionDef) -> list[ast.AST]:
             if any(k.arg not in _NEUTRAL_KEYWORDS for k in call.keywords):
                 continue
             first, second = call.args[0], call.args[1]
-            for literal, other in ((second, first), (first, second)):
+            for literal, _other in ((second, first), (first, second)):
                 if _is_literal(literal):
                     sides.append(literal)
                     break
