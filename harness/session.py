@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 InstancesInput = Union[str, "os.PathLike[str]", Iterable[Mapping[str, Any]]]
 #: ``"gold"``, ``"empty"``, a path to a predictions file, or {instance_id: model_patch}
 PredictionsInput = Union[str, "os.PathLike[str]", Mapping[str, Union[str, None]]]
+PathLike = Union[str, "os.PathLike[str]"]
 CacheLevel = Literal["none", "base", "env", "instance"]
 
 #: the model name recorded for predictions given as a mapping without one
@@ -60,8 +61,8 @@ class Repositories:
     directories), ``overrides`` (OWNER/NAME -> a local repository, winning over both),
     and whether a repository found in neither may be cloned from its public URL."""
 
-    repos_dir: Path | None = None
-    overrides: Mapping[str, Path] = field(default_factory=dict)
+    repos_dir: PathLike | None = None
+    overrides: Mapping[str, PathLike] = field(default_factory=dict)
     clone: bool = True
 
 
@@ -120,25 +121,25 @@ class RunResult:
 
 def evaluate(instances: InstancesInput, predictions: PredictionsInput, *,
              instance_ids: Sequence[str] | None = None,
-             specs: Sequence[Path] = (),
+             specs: Sequence[PathLike] = (),
              repositories: Repositories = Repositories(),
              executor: Literal["local", "ray"] = "local",
              max_workers: int = 1,
              ray_address: str | None = None,
              limits: RunLimits = RunLimits(),
              run_id: str | None = None,
-             output_dir: Path = DEFAULT_OUTPUT_DIR,
-             cache_dir: Path | None = None,
+             output_dir: PathLike = DEFAULT_OUTPUT_DIR,
+             cache_dir: PathLike | None = None,
              model: str | None = None,
              force: bool = False,
-             control: Path | None = None,
+             control: PathLike | None = None,
              canary_seed: int | None = None,
              perturbed_run: bool = False,
              registry: str | None = None,
              prebuilt: PrebuiltSource | None = None,
              cache_level: CacheLevel = "instance",
              disk_budget: int | None = None,
-             manifest: Path | None = None,
+             manifest: PathLike | None = None,
              dataset: Mapping[str, Any] | None = None,
              label: str | None = None,
              on_start: Callable[[int], None] | None = None,
@@ -178,12 +179,14 @@ def evaluate(instances: InstancesInput, predictions: PredictionsInput, *,
     model_name = resolved.model_name_or_path
     run_id = run_id or f"{_slug(model_name)}-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}"
     paths = RunPaths.create(Path(output_dir), run_id)
-    session = _Session(specs=tuple(specs), repositories=repositories, executor=executor, max_workers=max_workers,
-                       ray_address=ray_address, limits=limits, cache_dir=cache, force=force, control=control,
-                       canary_seed=canary_seed, perturbed_run=perturbed_run, registry=registry, prebuilt=prebuilt,
-                       cache_level=cache_level, disk_budget=disk_budget, manifest=manifest,
-                       dataset=dict(dataset) if dataset is not None else None, label=label, on_start=on_start,
-                       on_progress=on_progress, quiet=quiet, verbose=verbose)
+    repositories = Repositories(_path(repositories.repos_dir),
+                                {name: Path(p) for name, p in repositories.overrides.items()}, repositories.clone)
+    session = _Session(specs=tuple(Path(s) for s in specs), repositories=repositories, executor=executor,
+                       max_workers=max_workers, ray_address=ray_address, limits=limits, cache_dir=cache,
+                       force=force, control=_path(control), canary_seed=canary_seed, perturbed_run=perturbed_run,
+                       registry=registry, prebuilt=prebuilt, cache_level=cache_level, disk_budget=disk_budget,
+                       manifest=_path(manifest), dataset=dict(dataset) if dataset is not None else None,
+                       label=label, on_start=on_start, on_progress=on_progress, quiet=quiet, verbose=verbose)
     with run_directory_lock(paths.root):
         return session.run(loaded, resolved, instances_path, predictions_arg, run_id, model_name, paths)
 
@@ -374,6 +377,10 @@ def _maybe_connect():
         return connect(timeout=30)
     except EngineUnavailable:
         return None
+
+
+def _path(value: PathLike | None) -> Path | None:
+    return None if value is None else Path(value).expanduser()
 
 
 def _instances_file(instances: InstancesInput, cache: Path) -> Path:
