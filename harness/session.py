@@ -163,8 +163,10 @@ def evaluate(instances: InstancesInput, predictions: PredictionsInput, *,
     ``label``: the images' run label (default: the run id).
 
     ``on_start(total)`` is called once the tasks are known, before any runs;
-    ``on_progress(event)`` once per task as it finishes. Neither is called concurrently
-    with itself (events arrive in ``done`` order), from the executor's threads.
+    ``on_progress(event)`` once per task as it finishes, after its report is written; never
+    concurrently with itself (events arrive in ``done`` order). An exception either raises
+    stops the run as Ctrl-C does: its containers are removed, what was graded stays
+    written and the same call resumes it.
     """
     from harness.instances import load_instances
     from harness.locks import run_directory_lock
