@@ -72,3 +72,35 @@ def test_the_package_exports_the_session_api_without_importing_it_eagerly():
     with pytest.raises(AttributeError):
         import harness
         harness.no_such_name  # noqa: B018
+
+
+def test_the_cli_shows_where_an_incomplete_run_went_and_exits_3(tmp_path, monkeypatch, capsys):
+    """The infrastructure fault is injected (a lost engine needs a dying engine): the
+    command still names the run directory and the report, then says one line, exit 3."""
+    import harness.session as session
+    from harness.cli import main
+    from harness.errors import RunIncomplete
+    from harness.paths import RunPaths
+    paths = RunPaths.create(tmp_path / "runs", "lost")
+    written = session.RunResult("lost", {"run_id": "lost"}, [], paths,
+                                session.PagesWritten(paths.root / "report.html"))
+    seen = {}
+
+    def lose_the_engine(instances, predictions, **options):
+        seen.update(options, instances=instances, predictions=predictions)
+        raise RunIncomplete("the Docker engine stopped answering: 2 evaluation(s) recorded as engine_lost",
+                            result=written)
+    monkeypatch.setattr(session, "evaluate", lose_the_engine)
+    instances = tmp_path / "instances.jsonl"
+    instances.write_text("")
+    code = main(["run", "--instances", str(instances), "--predictions", "gold", "--run-id", "lost", "--quiet",
+                 "--output-dir", str(tmp_path / "runs"), "--timeout", "30", "--no-clone"])
+    out, err = capsys.readouterr()
+    assert code == 3
+    assert f"run directory: {paths.root}" in out and f"report: {paths.root / 'report.html'}" in out
+    assert err.strip().splitlines() == ["harness: the Docker engine stopped answering: 2 evaluation(s) "
+                                        "recorded as engine_lost"]
+    # the flags arrive as the session's typed options
+    assert seen["predictions"] == "gold" and seen["run_id"] == "lost"
+    assert seen["limits"] == session.RunLimits(timeout=30, task_timeout=7200.0, cpus=None)
+    assert seen["repositories"] == session.Repositories(None, {}, clone=False)
