@@ -1,3 +1,27 @@
-"""harness: grade coding agents' patches on SWE-style instances inside network-less containers."""
+"""harness: grade coding agents' patches on SWE-style instances inside network-less containers.
+
+``harness.evaluate(instances, predictions, ...)`` runs one grading run from Python and
+returns its typed result (harness.session); the ``harness`` command is a mapping of flags
+onto it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+#: the session API, imported on first use: every module of the package imports this one,
+#: and the session module reaches most of them
+_SESSION_NAMES = ("evaluate", "ProgressEvent", "RunResult", "Repositories", "RunLimits", "PagesWritten")
+__all__ = ["__version__", *_SESSION_NAMES]
+
+if TYPE_CHECKING:
+    from harness.session import PagesWritten, ProgressEvent, Repositories, RunLimits, RunResult, evaluate
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SESSION_NAMES:
+        from harness import session
+        return getattr(session, name)
+    raise AttributeError(f"module 'harness' has no attribute {name!r}")

@@ -17,7 +17,6 @@ containers are removed, the run directory is resumable), 1 an unexpected failure
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import os
 import shutil
 import sys
@@ -25,7 +24,7 @@ from pathlib import Path
 
 from harness.buildinfo import VersionAction
 from harness.cliargs import Parser, bounded_float, bounded_int
-from harness.errors import EngineLost, EngineUnavailable, HarnessError, InputError
+from harness.errors import EngineLost, EngineUnavailable, HarnessError, InputError, RunIncomplete
 from harness.imagecache.commands import CACHE_LEVELS, size_argument
 from harness.swebench.options import (INSTANCES_HELP, SWEBENCH_EPILOG, add_dataset_options,
                                       add_swebench_output_options, prebuilt_source, resolve_instance_source,
@@ -39,6 +38,8 @@ MAX_WORKERS = 1024
 MAX_REPEAT = 100
 #: canary seeds are 63-bit (harness.proving)
 MAX_CANARY_SEED = 2 ** 63 - 1
+#: the audit's test-run timeout without --timeout: an attack that stalls costs a minute, not the spec's
+AUDIT_TIMEOUT = 60
 
 
 def _repo_override(text: str) -> tuple[str, Path]:
@@ -191,10 +192,6 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-class RunIncomplete(HarnessError):
-    """The run ended early because its infrastructure failed; the summary was written."""
-
-
 # ---------------------------------------------------------------------------- run
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -210,10 +207,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if run_id is None and args.instances is None and dataset is None and args.predictions is None:
         run_id = "demo"
     layout = swebench_layout_request(args, instances_path, predictions_arg)
-    summary, _, paths = execute_run(args, instances_path, predictions_arg, run_id,
-                                    args.output_dir.expanduser().resolve(), manifest=args.manifest, dataset=dataset)
+    result = execute_run(args, instances_path, predictions_arg, run_id, args.output_dir.expanduser().resolve(),
+                         manifest=args.manifest, dataset=dataset)
     if layout is not None:
-        write_swebench_layout(layout, summary["run_id"], paths.root)
+        write_swebench_layout(layout, result.run_id, result.run_dir)
     return 0
 
 
@@ -227,23 +224,23 @@ def cmd_validate(args: argparse.Namespace) -> int:
     root = args.output_dir.expanduser().resolve() / safe_run_id(args.run_id or f"validate-{_slug(named)}")
     # every repeat and the empty run plant the same canaries, so that a canary that does not
     # always fail with the reference patch shows (canary instability); the seed survives a resume
-    args.canary_seed = _validation_seed(root, args.canary_seed)
+    seed = _validation_seed(root, args.canary_seed)
     gold_runs = []
     for n in range(1, args.repeat + 1):
-        _, results, _ = execute_run(args, instances_path, "gold", f"gold-{n}", root, show=False,
-                                    label=f"{root.name}-gold-{n}", dataset=dataset)
-        gold_runs.append({r.instance_id: r.to_report() for r in results})
-    args.control = root / "gold-1"  # the empty run drops what the reference disproved
-    _, empty_results, _ = execute_run(args, instances_path, "empty", "empty", root, show=False,
-                                      label=f"{root.name}-empty", dataset=dataset)
-    empty = {r.instance_id: r.to_report() for r in empty_results}
+        gold = execute_run(args, instances_path, "gold", f"gold-{n}", root, show=False,
+                           label=f"{root.name}-gold-{n}", dataset=dataset, canary_seed=seed)
+        gold_runs.append({r.instance_id: r.to_report() for r in gold.results})
+    # the empty run drops what the reference disproved
+    empty_run = execute_run(args, instances_path, "empty", "empty", root, show=False, label=f"{root.name}-empty",
+                            dataset=dataset, canary_seed=seed, control=root / "gold-1")
+    empty = {r.instance_id: r.to_report() for r in empty_run.results}
     rows = []
     for inst in load_instances(instances_path, args.instance_ids).instances:
         gold = [run[inst.instance_id] for run in gold_runs if inst.instance_id in run]
         rows.append(instance_validity(inst.instance_id, inst.fail_to_pass, inst.pass_to_pass, gold,
                                       empty.get(inst.instance_id)))
     report = validity_report(rows, args.repeat)
-    report["canary_seed"] = args.canary_seed
+    report["canary_seed"] = seed
     write_json_atomic(root / "validity.json", report)
     write_text_atomic(root / "validity.md", render_markdown(report))
     print(render_markdown(report))
@@ -303,189 +300,76 @@ def cmd_audit(args: argparse.Namespace) -> int:
     root = output_dir / run_id
     root.mkdir(parents=True, exist_ok=True)
     index = audit.write_predictions(root / "audit-predictions.jsonl", attacks)
-    args.instance_ids = [i.instance_id for i in chosen]
-    if args.timeout is None:
-        args.timeout = 60
+    ids = [i.instance_id for i in chosen]
+    timeout = args.timeout if args.timeout is not None else AUDIT_TIMEOUT
     # the reference patch first: the attacks plant its canaries, and a canary it disproved
     # accuses no attack (beside the audit's run directory, never inside it)
-    execute_run(args, instances_path, "gold", f"{run_id}.control", output_dir, show=False)
-    args.control = output_dir / f"{run_id}.control"
-    _, _, paths = execute_run(args, instances_path, str(root / "audit-predictions.jsonl"), run_id, output_dir,
-                              show=False)
-    summary = audit.summarise(paths.root, index)
-    audit.write(paths.root, summary)
+    execute_run(args, instances_path, "gold", f"{run_id}.control", output_dir, show=False,
+                instance_ids=ids, timeout=timeout)
+    attacked = execute_run(args, instances_path, str(root / "audit-predictions.jsonl"), run_id, output_dir,
+                           show=False, instance_ids=ids, timeout=timeout, control=output_dir / f"{run_id}.control")
+    summary = audit.summarise(attacked.run_dir, index)
+    audit.write(attacked.run_dir, summary)
     print(audit.render(summary))
-    print(f"audit: {summary['attacks']} attacks, {summary['resolved']} resolved; {paths.root / 'audit.md'}")
+    print(f"audit: {summary['attacks']} attacks, {summary['resolved']} resolved; {attacked.run_dir / 'audit.md'}")
     return 1 if summary["resolved"] else 0
 
 
 def execute_run(args: argparse.Namespace, instances_path: Path, predictions_arg: str, run_id: str | None,
                 output_dir: Path, manifest: Path | None = None, show: bool = True, label: str | None = None,
-                dataset: dict | None = None):
-    """Load, prepare, evaluate and write one run. Returns (summary, results, paths);
-    ``results`` reads this invocation's reports back from the run directory. ``dataset``:
-    where the instance file came from when it was read from a dataset (recorded in the
-    summary and the manifest)."""
-    from harness import demo
-    from harness.instances import load_instances
-    from harness.paths import RunPaths, cache_root
-    from harness.predictions import resolve_predictions
-    from harness.locks import run_directory_lock
-
-    loaded = load_instances(instances_path, args.instance_ids, source=(dataset or {}).get("source"))
-    predictions = resolve_predictions(predictions_arg, loaded.instances)
-    model = predictions.model_name_or_path
-    run_id = run_id or f"{_slug(model)}-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}"
-    cache_dir = (args.cache_dir.expanduser().resolve() if args.cache_dir else cache_root())
-    paths = RunPaths.create(output_dir, run_id)
-    with run_directory_lock(paths.root):
-        return _execute_locked(args, loaded, predictions, instances_path, predictions_arg, run_id, model,
-                               cache_dir, paths, manifest, show, demo, label, dataset)
-
-
-def _execute_locked(args, loaded, predictions, instances_path, predictions_arg, run_id, model, cache_dir, paths,
-                    manifest, show, demo, label, dataset=None):
-    from harness import logs
-    from harness.batch import BatchRunner
-    from harness.engine.client import connect
-    from harness.evaluation import EvalConfig
-    from harness.executors import make_executor
-    from harness.report import summarise_run_directory, write_json_atomic
-    from harness.repos import RepoResolver
-    from harness.engine.sandbox import Limits
-    from harness.runner import Preparer, RunConfig, iter_tasks
-    from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry
-
-    logs.configure(paths.log, quiet=args.quiet, verbose=args.verbose)
-    log = logs.get_logger(run_id=run_id)
-    input_errors = {e.record or "?": str(e) for e in [*loaded.errors, *predictions.errors]}
-    for message in input_errors.values():
-        print(f"harness: skipped: {message}", file=sys.stderr)
-        log.error("input.error", error=message)
-
-    overrides = dict(args.repo)
-    demo_repos = sorted({i.repo for i in loaded.instances if i.repo.startswith(demo.DEMO_OWNER + "/")}
-                        - set(overrides))
-    if demo_repos and args.repos_dir is None:
-        built = demo.build_demo_repos(demo.DEMO_DIR, cache_dir / "demo-repos")
-        overrides.update({name: path for name, path in built.items() if name in demo_repos})
-
-    specs = SpecRegistry.load(DEFAULT_SPECS_DIR, *args.specs)
-    from harness.runners.checks import refuse_unaddressable
-    loaded.instances, refused = refuse_unaddressable(loaded.instances, specs, str(instances_path))
-    for error in refused:  # ids the spec's runner cannot address: loud, never graded NO
-        input_errors[error.record or "?"] = str(error)
-        print(f"harness: refused: {error}", file=sys.stderr)
-        log.error("input.unaddressable", error=str(error))
-    resolver = RepoResolver(cache_dir, args.repos_dir, overrides, allow_clone=not args.no_clone)
-    tasks, orphans = iter_tasks(loaded.instances, predictions.predictions)
-    for orphan in orphans:
-        print(f"harness: skipped prediction for {orphan}: not in the instance set", file=sys.stderr)
-    with_prediction = {t.instance.instance_id for t in tasks}
-    without = [i.instance_id for i in loaded.instances if i.instance_id not in with_prediction]
-
-    config = RunConfig(run_id=run_id, output_dir=paths.root.parent, cache_dir=cache_dir,
-                       eval=EvalConfig(timeout=args.timeout, perturbed_run=getattr(args, "perturbed_run", False)),
-                       max_workers=args.max_workers, force=args.force,
-                       control_dir=getattr(args, "control", None), task_timeout=args.task_timeout,
-                       registry=args.registry, label=label, prebuilt=prebuilt_source(args),
-                       canary_seed=getattr(args, "canary_seed", None), limits=Limits(cpus=args.cpus))
-    executor = make_executor(args.executor, args.max_workers, address=args.ray_address)
-    # The driver's own engine: required to run locally; with a cluster the nodes have theirs.
-    client = connect() if args.executor == "local" or args.cache_level != "instance" else _maybe_connect()
-    preparer = None
-    if client is not None:
-        preparer = Preparer(client, specs, resolver, cache_dir)
-        if args.registry:
-            preparer.images.use_registry(args.registry)
-        if config.prebuilt is not None:
-            preparer.use_prebuilt(config.prebuilt)
-    progress = _Progress(len(tasks), enabled=not args.quiet and sys.stderr.isatty())
-    from harness.views.site import page_hook
-    write_page = page_hook(paths.root, run_id)  # each instance's HTML page as soon as it is graded
-
-    def on_result(result) -> None:
-        progress.update(result)
-        write_page(result)
-
-    run_instances = frozenset(i.instance_id for i in loaded.instances)
-    if args.disk_budget is not None and client is not None:
-        from harness.imagecache.commands import prune_for_run
-        decided, outcomes = prune_for_run(client, budget=args.disk_budget, instance_ids=run_instances, log=log)
-        if not args.quiet:
-            print(f"harness: --disk-budget: removed {sum(o.removed for o in outcomes)} images "
-                  f"({decided.freed / 1e9:.2f} GB planned); the harness's images took {decided.total_before / 1e9:.2f}"
-                  f" GB, budget {'met' if decided.budget_met else 'NOT met (the rest is in use or needed)'}",
-                  file=sys.stderr)
-    runner = BatchRunner(config, client, preparer, executor=executor, progress=on_result,
-                         specs=specs, repos=resolver)
-    if manifest is not None:
-        from harness.manifest import differences, load_manifest
-        pinned = load_manifest(manifest)
-        diffs = differences(pinned, config.grading_key(), runner.preflight(tasks))
-        if diffs:
-            for line in diffs:
-                print(f"harness: pinned input changed: {line}", file=sys.stderr)
-            raise InputError(f"{len(diffs)} input(s) differ from the pinned manifest; refusing to run",
-                             source=str(manifest), field="--manifest")
+                dataset: dict | None = None, *, control: Path | None = None, canary_seed: int | None = None,
+                instance_ids: list[str] | None = None, timeout: int | None = None):
+    """One run through :func:`harness.session.evaluate`, its options read from the command
+    line (``control``, ``canary_seed``, ``instance_ids`` and ``timeout`` win over the
+    flags: the commands that run several times choose them). Shows the progress line,
+    the table (``show``) and where the run went. Returns the session's RunResult."""
+    from harness.session import Repositories, RunLimits, evaluate
+    progress = _Progress(enabled=not args.quiet and sys.stderr.isatty())
     try:
         with progress:
-            results = runner.run(tasks)
-    finally:
-        if preparer is not None:
-            preparer.images.tracker.release()  # the run uses no image any more: prune may take them
-    from harness.manifest import write_manifest
-    from harness.hashing import file_sha256
-    inputs = {"instances_file": str(instances_path), "instances_sha256": file_sha256(instances_path),
-              "predictions": predictions_arg,
-              "predictions_sha256": file_sha256(Path(predictions_arg)) if Path(predictions_arg).is_file() else None,
-              "specs_dirs": [str(DEFAULT_SPECS_DIR), *map(str, args.specs)], "dataset": dataset,
-              "prebuilt": config.prebuilt.__dict__ if config.prebuilt is not None else None}
-    write_manifest(paths.manifest, run_id, {**config.eval.as_dict(), "limits": config.limits.__dict__,
-                                            "retries": config.retries}, config.grading_key(), runner.pins(), inputs)
-    if args.cache_level != "instance" and client is not None:
-        from harness.imagecache.commands import prune_for_run
-        prune_for_run(client, level=args.cache_level, instance_ids=run_instances, log=log)
-    all_ids = [i.instance_id for i in loaded.instances] + list(input_errors)
-    summary = summarise_run_directory(run_id, model, paths.root, all_ids, results.keys(), input_errors, without)
-    summary["instances_file"] = str(instances_path)
-    if dataset is not None:
-        summary["dataset"] = dataset
-    summary["predictions"] = predictions_arg
-    summary["executor"] = {"name": args.executor, "nodes": dict(sorted(runner.tally.nodes.items())),
-                           "reused": runner.tally.reused, "evaluated": runner.tally.evaluated}
-    write_json_atomic(paths.summary, summary)
-    if show and not args.quiet:
-        _print_table(results, summary)
-    print(f"run directory: {paths.root}")
-    _write_pages(paths.root)
-    tally = runner.tally
-    if tally.aborted or tally.engine_lost:
-        why = tally.aborted or (f"the Docker engine stopped answering: {tally.engine_lost} evaluation(s) "
-                                "recorded as engine_lost")
-        raise RunIncomplete(f"{why}; summary written to {paths.summary}; re-run the same command to finish")
-    return summary, results, paths
+            result = evaluate(
+                instances_path, predictions_arg,
+                instance_ids=instance_ids if instance_ids is not None else args.instance_ids,
+                specs=args.specs,
+                repositories=Repositories(args.repos_dir, dict(args.repo), clone=not args.no_clone),
+                executor=args.executor, max_workers=args.max_workers, ray_address=args.ray_address,
+                limits=RunLimits(timeout=timeout if timeout is not None else args.timeout,
+                                 task_timeout=args.task_timeout, cpus=args.cpus),
+                run_id=run_id, output_dir=output_dir, cache_dir=args.cache_dir, force=args.force,
+                control=control if control is not None else getattr(args, "control", None),
+                canary_seed=canary_seed if canary_seed is not None else getattr(args, "canary_seed", None),
+                perturbed_run=getattr(args, "perturbed_run", False), registry=args.registry,
+                prebuilt=prebuilt_source(args), cache_level=args.cache_level, disk_budget=args.disk_budget,
+                manifest=manifest, dataset=dataset, label=label,
+                on_start=progress.start, on_progress=progress.update, quiet=args.quiet, verbose=args.verbose)
+    except RunIncomplete as exc:
+        if exc.result is not None:
+            _show(exc.result, show and not args.quiet)
+        raise
+    _show(result, show and not args.quiet)
+    return result
 
 
-def _maybe_connect():
-    from harness.engine.client import connect
-    try:
-        return connect(timeout=30)
-    except EngineUnavailable:
-        return None
+def _show(result, table: bool) -> None:
+    if table:
+        _print_table(result.results, result.summary)
+    print(f"run directory: {result.run_dir}")
+    _print_pages(result.pages)
 
 
 def _write_pages(run_dir: Path) -> None:
     """The run's HTML report; a failure to render is said, never fatal (the results are written)."""
-    from harness.views.site import write_run_pages
-    try:
-        site = write_run_pages(run_dir)
-    except (ValueError, OSError) as exc:
-        print(f"harness: report.html not written: {exc}", file=sys.stderr)
+    from harness.session import write_pages
+    _print_pages(write_pages(run_dir))
+
+
+def _print_pages(pages) -> None:
+    if pages.error is not None:
+        print(f"harness: report.html not written: {pages.error}", file=sys.stderr)
         return
-    for failure in site.failed_pages:
+    for failure in pages.failed_pages:
         print(f"harness: {failure}", file=sys.stderr)
-    print(f"report: {site.page}")
+    print(f"report: {pages.page}")
 
 
 def _slug(text: str) -> str:
@@ -494,27 +378,30 @@ def _slug(text: str) -> str:
 
 
 class _Progress:
-    """A live progress line (done / resolved / errors / ETA) for interactive batches."""
+    """A live progress line (done / resolved / errors / ETA) for interactive batches,
+    fed by the session's events."""
 
-    def __init__(self, total: int, enabled: bool) -> None:
-        self.enabled = enabled and total > 1
-        self.total = total
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
         self.resolved = 0
         self.errors = 0
         self._progress = None
         self._task = None
 
     def __enter__(self):
-        if self.enabled:
+        return self
+
+    def start(self, total: int) -> None:
+        if self.enabled and total > 1:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
             self._progress = Progress(TextColumn("[bold]grading"), BarColumn(), MofNCompleteColumn(),
                                       TextColumn("resolved {task.fields[resolved]}  errors {task.fields[errors]}"),
                                       TimeRemainingColumn(), transient=True)
             self._progress.start()
-            self._task = self._progress.add_task("grading", total=self.total, resolved=0, errors=0)
-        return self
+            self._task = self._progress.add_task("grading", total=total, resolved=0, errors=0)
 
-    def update(self, result) -> None:
+    def update(self, event) -> None:
+        result = event.result
         self.resolved += int(result.resolved)
         self.errors += int(bool(result.error_reason and result.error_origin != "model"))
         if self._progress is not None:
@@ -523,6 +410,7 @@ class _Progress:
     def __exit__(self, *exc) -> None:
         if self._progress is not None:
             self._progress.stop()
+            self._progress = None
 
 
 #: More rows than this are not printed (summary.json and report.html have them all).

@@ -85,6 +85,16 @@ class RunInterrupted(HarnessError):
     """The run is stopping (Ctrl-C): no new container is started, nothing is retried."""
 
 
+class RunIncomplete(HarnessError):
+    """The run ended early because its infrastructure failed (an engine or every cluster
+    node lost); the summary was written. ``result`` is what the run wrote (a
+    harness.session.RunResult); re-running the same run id finishes it."""
+
+    def __init__(self, message: str, *, result: object = None) -> None:
+        super().__init__(message)
+        self.result = result
+
+
 class RunDirectoryBusy(InputError):
     """Another harness process holds the run directory's lock."""
 
