@@ -1,8 +1,8 @@
 """The driver of a run: requests out, outcomes in, the run directory written as they arrive.
 
 :class:`BatchRunner` hands an :class:`~harness.executors.Executor` one
-:class:`~harness.runner.TaskRequest` per task (lazily: the task source may be a
-generator), and records each :class:`~harness.runner.TaskOutcome` the moment it
+:class:`~harness.tasks.TaskRequest` per task (lazily: the task source may be a
+generator), and records each :class:`~harness.tasks.TaskOutcome` the moment it
 arrives: the instance's artefacts atomically (``report.json`` last, marking completion)
 and one line in ``.outcomes.jsonl`` (key, pins). Nothing per task stays in memory; the
 manifest and the summary are built from the run directory afterwards, so the driver's
@@ -32,9 +32,10 @@ from harness.errors import EngineLost
 from harness.grading.status import ErrorReason
 from harness.logs import get_logger
 from harness.paths import RunPaths
-from harness.report import InstanceResult, write_json_atomic, write_text_atomic
-from harness.runner import (Preparer, RunConfig, Task, TaskEvaluator, TaskOutcome, TaskRequest,
-                            compare_with_control, load_report)
+from harness.preparation import Preparer
+from harness.report import InstanceResult, load_report, write_json_atomic, write_text_atomic
+from harness.runner import TaskEvaluator, compare_with_control
+from harness.tasks import RunConfig, Task, TaskOutcome, TaskRequest
 
 #: Written beside report.json; an earlier attempt's copies are removed before a new result
 #: is written, so that nothing stale sits next to a fresh report.

@@ -353,7 +353,8 @@ def _execute_locked(args, loaded, predictions, instances_path, predictions_arg, 
     from harness.report import summarise_run_directory, write_json_atomic
     from harness.repos import RepoResolver
     from harness.engine.sandbox import Limits
-    from harness.runner import Preparer, RunConfig, iter_tasks
+    from harness.preparation import Preparer
+    from harness.tasks import RunConfig, iter_tasks
     from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry
 
     logs.configure(paths.log, quiet=args.quiet, verbose=args.verbose)

@@ -349,7 +349,7 @@ def prepare_offline(client: docker.DockerClient, cache_dir: Path, instances_file
     from harness import demo
     from harness.instances import load_instances
     from harness.repos import RepoResolver
-    from harness.runner import Preparer
+    from harness.preparation import Preparer
     from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry
 
     cache_dir = Path(cache_dir)

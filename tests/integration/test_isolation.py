@@ -11,7 +11,7 @@ from harness.engine.sandbox import DockerBackend
 from harness.integrity import steps
 from harness.instances import load_instances
 from harness.repos import RepoResolver
-from harness.runner import Preparer
+from harness.preparation import Preparer
 from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry
 from tests.conftest import leftover_containers
 

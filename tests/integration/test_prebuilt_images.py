@@ -38,7 +38,7 @@ def _record() -> dict:
 def _swebench_style_image(engine, cache_dir, tmp_path, name: str) -> int:
     """Build ``name`` in SWE-bench's layout; returns the commits its /testbed holds."""
     from harness.repos import RepoResolver
-    from harness.runner import Preparer
+    from harness.preparation import Preparer
     from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry
     record = _record()
     repos = demo.build_demo_repos(demo.DEMO_DIR, cache_dir / "demo-repos")
