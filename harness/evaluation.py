@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from harness.engine.cpus import CpuLimit
-from harness.engine.images import VENV
+from harness.engine.layers import VENV
 from harness.engine.sandbox import ROOT, ExecResult, Sandbox
 from harness.errors import (ContainerDied, GradingOutcome, InfrastructureError, PatchApplyFailed, PatchRejected,
                             ServiceUnavailable)

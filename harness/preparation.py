@@ -31,7 +31,8 @@ import docker
 
 from harness import builds
 from harness.engine.builder import Builder
-from harness.engine.images import ImageBuilder, ImageRef, Interpreter
+from harness.engine.images import ImageBuilder
+from harness.engine.layers import ImageRef, Interpreter
 from harness.errors import ImageBuildError, InputError
 from harness.hashing import content_hash
 from harness.instances import Instance

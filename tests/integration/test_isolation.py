@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from harness import demo, incontainer
-from harness.engine.images import PRISTINE_TREE
+from harness.engine.layers import PRISTINE_TREE
 from harness.engine.sandbox import DockerBackend
 from harness.integrity import steps
 from harness.instances import load_instances

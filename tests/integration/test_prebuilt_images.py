@@ -18,7 +18,8 @@ import tarfile
 import pytest
 
 from harness import demo
-from harness.engine.images import PRISTINE_TREE, stream_build
+from harness.engine.images import stream_build
+from harness.engine.layers import PRISTINE_TREE
 from harness.engine.prebuilt import PrebuiltSource
 from harness.engine.sandbox import DockerBackend
 
