@@ -28,13 +28,15 @@ from typing import Callable, Iterable, Iterator
 
 import docker
 
+from harness.control import record_control
 from harness.errors import EngineLost
 from harness.grading.status import ErrorReason
+from harness.grading.verdict import final_verdict
 from harness.logs import get_logger
 from harness.paths import RunPaths
 from harness.preparation import Preparer
 from harness.report import InstanceResult, load_report, write_json_atomic, write_text_atomic
-from harness.runner import TaskEvaluator, compare_with_control
+from harness.runner import TaskEvaluator
 from harness.tasks import RunConfig, Task, TaskOutcome, TaskRequest
 
 #: Written beside report.json; an earlier attempt's copies are removed before a new result
@@ -161,8 +163,9 @@ class BatchRunner:
             log.info("instance.reused", status=result.status.value)
         else:
             result = outcome.result
-            if self.config.control_dir is not None:
-                compare_with_control(result, task.instance, self.config.control_dir)
+            control = (record_control(result, task.instance, self.config.control_dir)
+                       if self.config.control_dir is not None else None)
+            final_verdict(result, task.instance, reference=task.is_reference, control=control)
             self._write(directory, task, result, outcome)
         with self._lock:
             self._spool.write(json.dumps({"key": task.key, "instance_id": task.instance.instance_id,

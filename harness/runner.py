@@ -29,7 +29,7 @@ import docker
 from tenacity import (RetryCallState, Retrying, retry_if_exception, retry_if_exception_type, stop_after_attempt,
                       wait_exponential)
 
-from harness.control import apply_control, control_facts
+from harness.control import control_facts
 from harness.engine.sandbox import DockerBackend
 from harness.engine.client import engine_alive
 from harness.errors import (ContainerDied, EngineLost, ImageBuildError, InfrastructureError, InputError,
@@ -44,11 +44,10 @@ from harness.logs import get_logger
 from harness.predictions import Prediction
 from harness.preparation import Prepared, Preparer
 from harness.repos import GitDir, RepositoryUnavailable, TreeEntry
-from harness.report import InstanceResult
 from harness.specs import EnvSpec
 from harness.tasks import RunConfig, Task, TaskOutcome, TaskRequest, failure_result, node_name
 
-__all__ = ["TaskEvaluator", "compare_with_control"]
+__all__ = ["TaskEvaluator"]
 
 class TaskEvaluator:
     """What a node does for one task, against its own engine: prepare, reuse or evaluate,
@@ -236,17 +235,6 @@ class TaskEvaluator:
             result.error_detail = f"the Docker engine of node {self.node} stopped answering: {exc}"[-4000:]
         log.error("instance.error", error_reason=result.error_reason.value, error=str(exc)[:300])
         return TaskOutcome(task.key, result, None, build_log=build_log, node=self.node, engine_lost=engine_lost)
-
-
-def compare_with_control(result: InstanceResult, instance: Instance, control_dir: Path) -> None:
-    """Record what the control of the same instance says (``integrity.control``) and judge
-    the run against it (harness/control.py): a run that failed the way the control failed
-    is not charged to the model; one that collected fewer graded tests is flagged."""
-    facts = control_facts(instance, control_dir)
-    if facts is None:
-        return
-    result.integrity_details["control"] = facts
-    apply_control(result, instance, facts)
 
 
 def _retryable_preparation(exc: BaseException) -> bool:

@@ -72,6 +72,12 @@ class Task:
     def key(self) -> str:
         return self.prediction.key
 
+    @property
+    def is_reference(self) -> bool:
+        """The prediction is the instance's own reference patch (read from the bytes, not
+        from the model's name)."""
+        return self.prediction.model_patch == self.instance.patch
+
 
 @dataclass(frozen=True)
 class TaskRequest:
