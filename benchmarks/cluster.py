@@ -68,7 +68,7 @@ class InstantEvaluator:
         from harness.evaluation import RunOutputs
         from harness.grading.status import InstanceStatus
         from harness.report import InstanceResult
-        from harness.runner import TaskOutcome
+        from harness.tasks import TaskOutcome
         task = request.task
         result = InstanceResult(task.instance.instance_id, task.instance.repo, task.prediction.model_name_or_path,
                                 InstanceStatus.FULL, resolved=True, attempt=task.prediction.attempt,
@@ -99,7 +99,7 @@ def synthetic_tasks(n: int):
     """``n`` small tasks, generated lazily (the input is not what is measured)."""
     from harness.instances import Instance
     from harness.predictions import Prediction
-    from harness.runner import Task
+    from harness.tasks import Task
     for i in range(n):
         iid = f"bench__scale-{i:06d}"
         instance = Instance(iid, "bench/scale", "0" * 40, "diff --git a/x b/x\n", "diff --git a/t b/t\n",
@@ -111,7 +111,7 @@ def dispatch_child(executor_name: str, n: int, out_dir: Path, workers: int) -> d
     """One measured run (in its own process): the driver over ``n`` instant tasks."""
     from harness.batch import BatchRunner
     from harness.report import summarise_run_directory, write_json_atomic
-    from harness.runner import RunConfig
+    from harness.tasks import RunConfig
     config = RunConfig(run_id=f"dispatch-{executor_name}-{n}", output_dir=out_dir, cache_dir=out_dir / "cache",
                        max_workers=workers)
     if executor_name == "ray":
@@ -229,7 +229,7 @@ def bench_pull(cache_dir: Path) -> tuple[str, dict]:
     from harness.engine.client import connect
     from harness.engine.registry import Registry
     from harness.repos import RepoResolver
-    from harness.runner import Preparer
+    from harness.preparation import Preparer
     from harness.selfimage import prepare_offline
     from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry
     from tests.fixtures.services import PrivateEngine, start_registry

@@ -111,7 +111,7 @@ from pathlib import Path
 from harness.engine.client import connect
 from harness.instances import load_instances
 from harness.repos import RepoResolver
-from harness.runner import Preparer
+from harness.preparation import Preparer
 from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry
 instances, iid, cache, specs, repos = sys.argv[1:6]
 instance = [i for i in load_instances(Path(instances), [iid]).instances][0]

@@ -252,7 +252,9 @@ def main(argv=None) -> int:
     import docker
     from harness import demo
     from harness.repos import RepoResolver
-    from harness.runner import BatchRunner, Preparer, RunConfig, Task
+    from harness.batch import BatchRunner
+    from harness.preparation import Preparer
+    from harness.tasks import RunConfig, Task
     client = docker.from_env(timeout=600)
     overrides = {name: Path(path).expanduser().resolve() for name, path in (r.split("=", 1) for r in args.repo)}
     if args.repos_dir is None and any(i.repo.startswith(demo.DEMO_OWNER + "/") for i in loaded.instances):

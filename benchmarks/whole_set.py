@@ -182,7 +182,7 @@ def machine_facts(work_dir: Path) -> dict:
 
 def _interpreter_sources() -> dict:
     """Where each Python comes from here (a new user needs the same host interpreters)."""
-    from harness.engine.images import BaseDefinition
+    from harness.engine.layers import BaseDefinition
     return {k: v.describe() for k, v in BaseDefinition.load().pythons.items()}
 
 

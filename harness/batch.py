@@ -1,8 +1,8 @@
 """The driver of a run: requests out, outcomes in, the run directory written as they arrive.
 
 :class:`BatchRunner` hands an :class:`~harness.executors.Executor` one
-:class:`~harness.runner.TaskRequest` per task (lazily: the task source may be a
-generator), and records each :class:`~harness.runner.TaskOutcome` the moment it
+:class:`~harness.tasks.TaskRequest` per task (lazily: the task source may be a
+generator), and records each :class:`~harness.tasks.TaskOutcome` the moment it
 arrives: the instance's artefacts atomically (``report.json`` last, marking completion)
 and one line in ``.outcomes.jsonl`` (key, pins). Nothing per task stays in memory; the
 manifest and the summary are built from the run directory afterwards, so the driver's
@@ -28,13 +28,16 @@ from typing import Callable, Iterable, Iterator
 
 import docker
 
+from harness.control import record_control
 from harness.errors import EngineLost
 from harness.grading.status import ErrorReason
+from harness.grading.verdict import final_verdict
 from harness.logs import get_logger
 from harness.paths import RunPaths
-from harness.report import InstanceResult, write_json_atomic, write_text_atomic
-from harness.runner import (Preparer, RunConfig, Task, TaskEvaluator, TaskOutcome, TaskRequest,
-                            compare_with_control, load_report)
+from harness.preparation import Preparer
+from harness.report import InstanceResult, load_report, write_json_atomic, write_text_atomic
+from harness.runner import TaskEvaluator
+from harness.tasks import RunConfig, Task, TaskOutcome, TaskRequest
 
 #: Written beside report.json; an earlier attempt's copies are removed before a new result
 #: is written, so that nothing stale sits next to a fresh report.
@@ -160,8 +163,9 @@ class BatchRunner:
             log.info("instance.reused", status=result.status.value)
         else:
             result = outcome.result
-            if self.config.control_dir is not None:
-                compare_with_control(result, task.instance, self.config.control_dir)
+            control = (record_control(result, task.instance, self.config.control_dir)
+                       if self.config.control_dir is not None else None)
+            final_verdict(result, task.instance, reference=task.is_reference, control=control)
             self._write(directory, task, result, outcome)
         with self._lock:
             self._spool.write(json.dumps({"key": task.key, "instance_id": task.instance.instance_id,

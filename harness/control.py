@@ -3,8 +3,9 @@
 The control's report is read once, when the run records an instance (:func:`control_facts`);
 the facts grading needs are kept in the run's own report (``integrity.control``), so that
 ``harness report`` re-grades with exactly what the run saw, even when the control
-directory has moved or been re-graded since. :func:`apply_control` is the one place that
-turns those facts into flags and an origin, for the live run and the re-grade alike:
+directory has moved or been re-graded since. :func:`harness.grading.verdict.apply_control`
+is the one place that turns those facts into flags and an origin, for the live run and the
+re-grade alike:
 
 * a model run that failed the way the control failed is not charged to the model
   (:func:`harness.grading.origins.same_failure_as_control`): flag ``failed_like_control``;
@@ -22,15 +23,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.grading.origins import same_failure_as_control
 from harness.integrity.canaries import proof_from
-from harness.grading.status import ErrorReason, InstanceStatus
 from harness.instances import Instance
 from harness.report import InstanceResult, load_report
 
-#: flags and details apply_control decides (cleared before it decides them again)
-CONTROL_FLAGS = ("failed_like_control", "collected_fewer_than_control")
-CONTROL_DETAILS = ("control_error_reason", "control_collected", "not_collected_but_in_control")
 
 
 def control_facts(instance: Instance, control_dir: Path) -> dict | None:
@@ -77,30 +73,10 @@ def recorded_facts(result: InstanceResult) -> dict | None:
     return None
 
 
-def apply_control(result: InstanceResult, instance: Instance, facts: dict) -> None:
-    """Flag ``result`` and settle its origin against the control (see the module docstring)."""
-    result.integrity_flags = [f for f in result.integrity_flags if f not in CONTROL_FLAGS]
-    for key in CONTROL_DETAILS:
-        result.integrity_details.pop(key, None)
-    try:
-        control_reason = ErrorReason(facts["error_reason"]) if facts.get("error_reason") else None
-    except ValueError:
-        control_reason = None
-    if same_failure_as_control(result.error_reason, control_reason,
-                               result.integrity_details.get("collection_errors", []),
-                               facts.get("collection_errors") or []):
-        result.origin = "harness" if result.error_reason.origin != "harness" else None
-        result.integrity_flags.append("failed_like_control")
-        result.integrity_details["control_error_reason"] = control_reason.value
-        return
-    # an INVALID run's collected list means nothing, except when the reason is that graded
-    # tests were never collected (a test module stopped importing): compare that one too
-    collection_error = result.error_reason is ErrorReason.COLLECTION_ERROR
-    if not facts.get("collected_any") or (result.status is InstanceStatus.INVALID and not collection_error):
-        return
-    collected = set(facts.get("collected") or ())
-    lost = sorted(collected - set(result.collected))
-    result.integrity_details["control_collected"] = len(collected)
-    if lost:
-        result.integrity_flags.append("collected_fewer_than_control")
-        result.integrity_details["not_collected_but_in_control"] = lost[:50]
+def record_control(result: InstanceResult, instance: Instance, control_dir: Path) -> dict | None:
+    """The control's facts of ``instance``, recorded in ``result`` (``integrity.control``)
+    for the final verdict and any re-grade; None when the control has no report of it."""
+    facts = control_facts(instance, control_dir)
+    if facts is not None:
+        result.integrity_details["control"] = facts
+    return facts

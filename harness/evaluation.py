@@ -36,15 +36,15 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from harness.engine.cpus import CpuLimit
-from harness.engine.images import VENV
+from harness.engine.layers import VENV
 from harness.engine.sandbox import ROOT, ExecResult, Sandbox
 from harness.errors import (ContainerDied, GradingOutcome, InfrastructureError, PatchApplyFailed, PatchRejected,
                             ServiceUnavailable)
 from harness.grading.conventions import get_convention
 from harness.grading.grade import grade
-from harness.grading.origins import evidence_origin
 from harness.grading.parsers import get_parser
 from harness.grading.status import ErrorReason, InstanceStatus
+from harness.grading.verdict import settle_origin
 from harness.instances import Instance
 from harness.integrity import artefacts, rebuild, steps
 from harness.integrity import canaries as canary_mod
@@ -184,12 +184,6 @@ def build_test_command(spec: EnvSpec, test_patch: PatchFiles, junit_path: str, p
     options = [o for o in (OUTCOME_PLUGIN_ARGS if plugin and is_pytest(spec) else "",
                            get_parser(spec.parser).runner_args or "") if o]
     return runner.command(spec.test_cmd, targets, junit_path, " ".join(options))
-
-
-def settle_origin(result: InstanceResult, reference_patch: bool) -> None:
-    """Charge an INVALID result by the evidence (harness/grading/origins.py)."""
-    origin = evidence_origin(result.error_reason, reference_patch=reference_patch)
-    result.origin = origin if result.error_reason and origin != result.error_reason.origin else None
 
 
 class Evaluator:

@@ -31,7 +31,8 @@ import docker
 
 from harness import builds
 from harness.engine.builder import Builder
-from harness.engine.images import ImageBuilder, ImageRef, Interpreter
+from harness.engine.images import ImageBuilder
+from harness.engine.layers import ImageRef, Interpreter
 from harness.errors import ImageBuildError, InputError
 from harness.hashing import content_hash
 from harness.instances import Instance
@@ -41,7 +42,7 @@ from harness.repos import (GitDir, RepoResolver, RepositoryUnavailable, check_ob
 from harness.requirements import Req, TargetPython, installer_pins, tree_requirements, yield_to_tree
 from harness.specs import EnvSpec, SpecRegistry
 from harness.treemeta import metadata_inputs_digest, setup_cfg_setup_requires, static_metadata
-from harness.wheelhouse import LocalProject, LockedWheelhouse, Target, Wheelhouse
+from harness.wheelhouse import LocalProject, LockedWheelhouse, Target, Wheelhouse, protected_modules
 
 
 @dataclass
@@ -171,7 +172,6 @@ class Preparer:
                                      ccache_key=interpreter.image.tag.split(":", 1)[1])
         timings["instance"] = time.monotonic() - t
         self.images.tracker.used_by(instance.instance_id, image.tag)
-        from harness.runner import protected_modules
         return Prepared(spec, image, env_image, tree_sha, repo_path, protected_modules(house.wheel_dir),
                         export_dir, interpreter.describe(), [[r.text, r.origin] for r in requirements],
                         str(house.directory / "requirements.lock"), {k: round(v, 3) for k, v in timings.items()},

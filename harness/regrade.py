@@ -15,10 +15,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.control import apply_control, recorded_facts
+from harness.control import recorded_facts
 from harness.errors import InputError
-from harness.evaluation import sandbox_cpu, settle_origin, test_files_of
+from harness.evaluation import sandbox_cpu, test_files_of
 from harness.grading.status import ErrorReason, InstanceStatus
+from harness.grading.verdict import final_verdict
 from harness.instances import parse_instance
 from harness.integrity.canaries import Canary
 from harness.integrity.evidence import parse_evidence
@@ -91,9 +92,7 @@ def regrade_run(run_dir: Path) -> dict:
             if isinstance(perturbed, dict) and "perturbations" in perturbed and result.status is InstanceStatus.FULL:
                 apply_perturbed(result, perturbed, {k: v for k, v in (perturbed.get("proof") or {}).items()
                                                     if isinstance(v, str)}, reference)
-            settle_origin(result, reference)
-            if control is not None:  # as the run did after settling the origin (harness/batch.py)
-                apply_control(result, instance, control)
+            final_verdict(result, instance, reference=reference, control=control)
             write_json_atomic(report_path, result.to_report())
         if before != (result.status, result.error_reason):
             changed.append(result.instance_id)

@@ -15,30 +15,27 @@ cluster) and grading never depends on it: the node runs exactly the same
 :class:`TaskEvaluator` against its own engine, and only the driver writes. The driver
 keeps no per-task state in memory (outcomes go to disk as they arrive; the manifest and
 the summary are built from the run directory), so its memory does not grow with the run.
+
+This module is the node's half; the data both halves exchange is :mod:`harness.tasks`.
 """
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 
 import docker
 from tenacity import (RetryCallState, Retrying, retry_if_exception, retry_if_exception_type, stop_after_attempt,
                       wait_exponential)
 
-from harness import __version__, incontainer
-from harness.control import apply_control, control_facts
-from harness.engine.sandbox import DockerBackend, Limits
+from harness.control import control_facts
+from harness.engine.sandbox import DockerBackend
 from harness.engine.client import engine_alive
 from harness.errors import (ContainerDied, EngineLost, ImageBuildError, InfrastructureError, InputError,
                             ServiceUnavailable)
-from harness.evaluation import EvalConfig, Evaluation, Evaluator, RunOutputs, exception_record
+from harness.evaluation import EvalConfig, Evaluation, Evaluator
 from harness.grading.status import ErrorReason, InstanceStatus
-from harness.hashing import content_hash
 from harness.instances import Instance
 from harness import proving
 from harness.integrity.canaries import CanaryPlan
@@ -47,119 +44,10 @@ from harness.logs import get_logger
 from harness.predictions import Prediction
 from harness.preparation import Prepared, Preparer
 from harness.repos import GitDir, RepositoryUnavailable, TreeEntry
-from harness.report import InstanceResult, load_report  # noqa: F401 (harness.batch imports it from here)
 from harness.specs import EnvSpec
+from harness.tasks import RunConfig, Task, TaskOutcome, TaskRequest, failure_result, node_name
 
-__all__ = ["Prepared", "Preparer", "RunConfig", "Task", "TaskEvaluator", "TaskOutcome", "TaskRequest"]
-
-@dataclass(frozen=True)
-class RunConfig:
-    run_id: str
-    output_dir: Path
-    cache_dir: Path
-    eval: EvalConfig = field(default_factory=EvalConfig)
-    max_workers: int = 1
-    retries: int = 3
-    limits: Limits = field(default_factory=Limits)
-    force: bool = False
-    #: a reference-patch run of the same instances: collected test ids are compared with it
-    control_dir: Path | None = None
-    #: seconds one task (preparation + evaluation) may take before it is killed with its
-    #: container and recorded as ``deadline_exceeded`` (never retried)
-    task_timeout: float = 7200.0
-    #: HOST:PORT of a registry: images are pulled from it instead of built, and pushed after a build
-    registry: str | None = None
-    #: the run's canary seed: each instance's is derived from it (None: a fresh random seed
-    #: per task); a control's seed takes precedence for the instances it ran
-    canary_seed: int | None = None
-    #: how often one task is re-queued after the node running it was lost
-    requeue_budget: int = 3
-    #: a harness.engine.prebuilt.PrebuiltSource: environments pulled from SWE-bench's prebuilt
-    #: images instead of built (--namespace)
-    prebuilt: object | None = None
-    #: the run's label on its containers (default: the run id); ``harness validate`` gives
-    #: its gold-1..N runs labels of their own, so that no other process's cleanup of a run
-    #: called gold-1 removes them
-    label: str | None = None
-
-    def grading_key(self) -> str:
-        # the trusted in-container files (the result reporter) are installed at run time, so
-        # they are an input of the grading, not of any image
-        return content_hash({"eval": self.eval.as_dict(), "limits": self.limits.__dict__, "version": __version__,
-                             "trusted_files": incontainer.digest()})
-
-
-@dataclass(frozen=True)
-class Task:
-    instance: Instance
-    prediction: Prediction
-
-    @property
-    def key(self) -> str:
-        return self.prediction.key
-
-
-@dataclass(frozen=True)
-class TaskRequest:
-    """What the driver sends a node for one task."""
-
-    task: Task
-    #: the checksums of a complete earlier result of this task in the run directory (its
-    #: ``report.json``), or None: the node reuses it when its own inputs still match
-    previous: dict | None = None
-    #: labels this task's containers (deadline kill, Ctrl-C, a lost node's cleanup)
-    token: str = ""
-    #: prepare and return the pins only (``--manifest`` checks), evaluate nothing
-    pins_only: bool = False
-
-
-@dataclass
-class TaskOutcome:
-    """What a node returns for one task: data only; the driver writes it."""
-
-    key: str
-    #: None when an earlier result was reused (``reused``) or only pins were asked for
-    result: InstanceResult | None = None
-    outputs: RunOutputs | None = None
-    build_log: str = ""
-    pins: dict | None = None
-    reused: bool = False
-    node: str = ""
-    #: the node's engine stopped answering: the driver may re-queue the task elsewhere
-    engine_lost: bool = False
-    #: the executor's id of the node (Ray's node id), so that a re-queue can avoid it
-    node_id: str = ""
-
-
-def node_name() -> str:
-    """This node's name in reports: $HARNESS_NODE_NAME (set by harness node), else the host name."""
-    import os
-    return os.environ.get("HARNESS_NODE_NAME") or socket.gethostname()
-
-
-_PROTECTED_CACHE: dict[Path, frozenset[str]] = {}
-
-
-def protected_modules(wheel_dir: Path) -> frozenset[str]:
-    """Top-level module names a repository must not shadow: the standard library's and
-    those of every wheel in the environment (the test runner and its plugins included)."""
-    import sys
-    import zipfile
-    if wheel_dir not in _PROTECTED_CACHE:
-        names = set(sys.stdlib_module_names) | {"pytest", "_pytest", "py", "pluggy"}
-        for wheel in Path(wheel_dir).glob("*.whl"):
-            try:
-                with zipfile.ZipFile(wheel) as archive:
-                    for entry in archive.namelist():
-                        top = entry.split("/", 1)[0]
-                        if top.endswith((".dist-info", ".data")):
-                            continue
-                        names.add(top[:-3] if top.endswith(".py") else top.split(".", 1)[0])
-            except (OSError, zipfile.BadZipFile):
-                continue
-        _PROTECTED_CACHE[wheel_dir] = frozenset(n for n in names if n and not n.startswith("__"))
-    return _PROTECTED_CACHE[wheel_dir]
-
+__all__ = ["TaskEvaluator"]
 
 class TaskEvaluator:
     """What a node does for one task, against its own engine: prepare, reuse or evaluate,
@@ -349,33 +237,6 @@ class TaskEvaluator:
         return TaskOutcome(task.key, result, None, build_log=build_log, node=self.node, engine_lost=engine_lost)
 
 
-def failure_result(task: Task, reason: ErrorReason, exc: BaseException, grading_key: str,
-                   node: str = "") -> InstanceResult:
-    """An INVALID result for a task that produced no evidence (preparation failed, the
-    engine or the node was lost, the deadline passed)."""
-    instance, prediction = task.instance, task.prediction
-    return InstanceResult(
-        instance_id=instance.instance_id, repo=instance.repo,
-        model_name_or_path=prediction.model_name_or_path, status=InstanceStatus.INVALID,
-        attempt=prediction.attempt, error_reason=reason, error_detail=str(exc)[-4000:],
-        patch_is_None=prediction.model_patch is None, patch_exists=not prediction.is_empty,
-        f2p_failure=list(instance.fail_to_pass), p2p_failure=list(instance.pass_to_pass),
-        checksums={"instance": instance.checksum(), "patch": prediction.checksum(), "grading": grading_key},
-        exception=exception_record(exc), node=node,
-    )
-
-
-def compare_with_control(result: InstanceResult, instance: Instance, control_dir: Path) -> None:
-    """Record what the control of the same instance says (``integrity.control``) and judge
-    the run against it (harness/control.py): a run that failed the way the control failed
-    is not charged to the model; one that collected fewer graded tests is flagged."""
-    facts = control_facts(instance, control_dir)
-    if facts is None:
-        return
-    result.integrity_details["control"] = facts
-    apply_control(result, instance, facts)
-
-
 def _retryable_preparation(exc: BaseException) -> bool:
     """Engine hiccups are retried; a build that failed on its own inputs is not."""
     return isinstance(exc, InfrastructureError) and not isinstance(exc, ImageBuildError)
@@ -422,27 +283,3 @@ class _PristineReader:
 
     def close(self) -> None:
         self._files.clear()
-
-
-def iter_tasks(instances: Iterable[Instance], predictions: Iterable[Prediction]) -> tuple[list[Task], list[str]]:
-    """Pair predictions with instances (in instance order). Returns tasks and the ids of
-    predictions whose instance is not in the set."""
-    by_id: dict[str, list[Prediction]] = {}
-    for p in predictions:
-        by_id.setdefault(p.instance_id, []).append(p)
-    tasks = []
-    known = set()
-    for inst in instances:
-        known.add(inst.instance_id)
-        for pred in sorted(by_id.get(inst.instance_id, []), key=lambda p: p.attempt or 0):
-            tasks.append(Task(inst, pred))
-    orphans = sorted(set(by_id) - known)
-    return tasks, orphans
-
-
-def __getattr__(name: str):
-    """The driver lives in harness.batch; ``from harness.runner import BatchRunner`` works as before."""
-    if name == "BatchRunner":
-        from harness.batch import BatchRunner
-        return BatchRunner
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -50,7 +50,8 @@ from typing import Any
 import docker
 from docker.errors import APIError
 
-from harness.engine.images import LABEL_PREFIX, ImageBuilder, ImageRef, stream_build
+from harness.engine.images import ImageBuilder, stream_build
+from harness.engine.layers import LABEL_PREFIX, ImageRef
 from harness.errors import HarnessError, ImageBuildError, InputError
 from harness.hashing import content_hash
 from harness.locks import file_lock
@@ -218,18 +219,18 @@ def build_harness_image_ref(client: docker.DockerClient, cache_dir: Path, *,
     repository = CLUSTER_REPOSITORY if extras else REPOSITORY
     tag = f"{repository}:{inputs_hash}"
     images = ImageBuilder(client, cache_dir)
-    image = images._find(tag)
+    image = images.find(tag)
     built, seconds = False, 0.0
     if image is None:
         with file_lock(cache_dir / "locks", tag):
-            image = images._find(tag)
+            image = images.find(tag)
             if image is None:
                 started = time.monotonic()
-                labels = images._labels("app", inputs_hash, inputs)
+                labels = images.labels("app", inputs_hash, inputs)
                 labels[f"{LABEL_PREFIX}.python"] = f"{VENV_DIR}/bin/python"
                 image = _build(client, tag, material, labels)
                 built, seconds = True, time.monotonic() - started
-    latest = images._find(f"{repository}:latest")
+    latest = images.find(f"{repository}:latest")
     if latest is None or latest.id != image.id:
         client.api.tag(image.id, repository, "latest", force=True)
     return ImageRef(tag, image.id, "app", inputs_hash, built, seconds, dict(image.labels or {}))
@@ -349,7 +350,7 @@ def prepare_offline(client: docker.DockerClient, cache_dir: Path, instances_file
     from harness import demo
     from harness.instances import load_instances
     from harness.repos import RepoResolver
-    from harness.runner import Preparer
+    from harness.preparation import Preparer
     from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry
 
     cache_dir = Path(cache_dir)

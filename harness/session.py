@@ -228,7 +228,8 @@ class _Session:
         from harness.executors import make_executor
         from harness.report import summarise_run_directory, write_json_atomic
         from harness.repos import RepoResolver
-        from harness.runner import Preparer, RunConfig, iter_tasks
+        from harness.preparation import Preparer
+        from harness.tasks import RunConfig, iter_tasks
         from harness.runners.checks import refuse_unaddressable
         from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry
 

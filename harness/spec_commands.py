@@ -63,7 +63,7 @@ def default_notes(spec) -> dict[str, str]:
     """What an unset field means where its value alone does not say it."""
     notes = {"parser": f"the {spec.runner} runner's parser", "id_convention": f"the {spec.runner} runner's first"}
     try:
-        from harness.engine.images import BaseDefinition
+        from harness.engine.layers import BaseDefinition
         pins = BaseDefinition.load().installer.get(spec.python, ())
         notes["installer"] = f"empty: images/bases.yaml's pins for Python {spec.python} ({', '.join(pins) or 'none'})"
     except Exception:  # noqa: BLE001 - a note only; the spec itself is resolved above

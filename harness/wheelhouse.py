@@ -351,3 +351,25 @@ def failure_message(target: Target, requirements: list[Req], output: str, loose:
 
 def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+_PROTECTED_CACHE: dict[Path, frozenset[str]] = {}
+
+
+def protected_modules(wheel_dir: Path) -> frozenset[str]:
+    """Top-level module names a repository must not shadow: the standard library's and
+    those of every wheel in the environment (the test runner and its plugins included)."""
+    if wheel_dir not in _PROTECTED_CACHE:
+        names = set(sys.stdlib_module_names) | {"pytest", "_pytest", "py", "pluggy"}
+        for wheel in Path(wheel_dir).glob("*.whl"):
+            try:
+                with zipfile.ZipFile(wheel) as archive:
+                    for entry in archive.namelist():
+                        top = entry.split("/", 1)[0]
+                        if top.endswith((".dist-info", ".data")):
+                            continue
+                        names.add(top[:-3] if top.endswith(".py") else top.split(".", 1)[0])
+            except (OSError, zipfile.BadZipFile):
+                continue
+        _PROTECTED_CACHE[wheel_dir] = frozenset(n for n in names if n and not n.startswith("__"))
+    return _PROTECTED_CACHE[wheel_dir]

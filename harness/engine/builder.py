@@ -18,7 +18,8 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.engine.images import ImageBuilder, Interpreter, tar_bytes, venv_install
+from harness.engine.images import ImageBuilder, venv_install
+from harness.engine.layers import Interpreter, tar_bytes
 from harness.errors import ImageBuildError
 
 BUILD_TIMEOUT = 1800

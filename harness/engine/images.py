@@ -30,7 +30,6 @@ under ``<cache>/build-logs/`` (:attr:`ImageRef.log_path`).
 
 from __future__ import annotations
 
-import io
 import json
 import re
 import shlex
@@ -39,111 +38,19 @@ import subprocess
 import tarfile
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import docker
-import yaml
 from docker.errors import APIError, ImageNotFound, NotFound
 
 from harness import builds, incontainer
-from harness.engine import interpreters as interp
-from harness.errors import ImageBuildError, InputError
+from harness.errors import ImageBuildError
 from harness.hashing import content_hash
 from harness.locks import file_lock
-from harness.specs import IMAGES_DIR, EnvSpec
-
-#: Bumped when the layout of an image layer changes, so old images are not reused.
-IMAGE_FORMAT = 7
-VENV = "/opt/harness/venv"
-PYTHON = f"{VENV}/bin/python"
-PRISTINE_TREE = "/opt/harness/testbed"
-LABEL_PREFIX = "org.harness"
-DEBIAN_PYTHON = "/usr/bin/python3"
-
-
-@dataclass(frozen=True)
-class ImageRef:
-    """A built (or found) image. ``build_seconds`` is 0.0 when it already existed;
-    ``log_path`` is its whole build log when this process or an earlier one built it."""
-
-    tag: str
-    image_id: str
-    kind: str
-    inputs_hash: str
-    built: bool = False
-    build_seconds: float = 0.0
-    labels: dict | None = None
-    log_path: str | None = None
-    #: ``HOST:PORT/name@sha256:...`` when this engine pulled it from a registry (--registry)
-    pulled: str | None = None
-
-
-@dataclass(frozen=True)
-class Interpreter:
-    """A resolved interpreter: the image it runs in, its exact version and source."""
-
-    python: str           # the X.Y a spec asked for
-    version: str          # exact, e.g. 3.8.18
-    executable: str       # inside the image
-    suite: str
-    source: interp.InterpreterSource
-    image: ImageRef
-
-    def describe(self) -> dict[str, str]:
-        return {"python": self.python, "version": self.version, "executable": self.executable,
-                "suite": self.suite, "source": self.source.describe(), "image_id": self.image.image_id}
-
-
-@dataclass(frozen=True)
-class BaseDefinition:
-    pythons: dict[str, interp.InterpreterSource]
-    variant: str
-    packages: tuple[str, ...]
-    compiler_packages: tuple[str, ...]
-    user: str
-    uid: int
-    glibc: dict[str, str]
-    installer: dict[str, tuple[str, ...]]
-    suite_packages: dict[str, tuple[str, ...]]
-    service_user: str = "harness-svc"
-    service_uid: int = 1001
-
-    @classmethod
-    def load(cls, path: Path = IMAGES_DIR / "bases.yaml") -> "BaseDefinition":
-        data = yaml.safe_load(Path(path).read_text())
-        pythons = {str(k): interp.parse_source(v, where=f"pythons.{k}") for k, v in data["pythons"].items()}
-        return cls(pythons, data.get("variant", "minbase"), tuple(data["packages"]),
-                   tuple(data.get("compiler_packages", ())), data["user"]["name"], int(data["user"]["uid"]),
-                   {str(k): str(v) for k, v in (data.get("glibc") or {}).items()},
-                   {str(k): tuple(v) for k, v in (data.get("installer") or {}).items()},
-                   {str(k): tuple(v) for k, v in (data.get("suite_packages") or {}).items()},
-                   data.get("service_user", {}).get("name", "harness-svc"),
-                   int(data.get("service_user", {}).get("uid", 1001)))
-
-    def source_for(self, python: str, override: dict[str, str] | None = None) -> interp.InterpreterSource:
-        if override:
-            return interp.parse_source(dict(override))
-        try:
-            return self.pythons[python]
-        except KeyError:
-            raise InputError(f"no interpreter source provides Python {python} (available: "
-                             f"{', '.join(sorted(self.pythons, key=_version_key))}; name one with the spec's "
-                             "`interpreter` or in images/bases.yaml `pythons`)", field="python") from None
-
-    def suite_for(self, python: str) -> str:
-        return self.source_for(python).suite
-
-    def installer_for(self, python: str) -> tuple[str, ...]:
-        if python not in self.installer:
-            raise InputError(f"images/bases.yaml has no installer pins for Python {python}; pin pip, setuptools "
-                             "and wheel in the spec's `installer`", field="installer")
-        return self.installer[python]
-
-
-def _version_key(text: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", text))
+from harness.engine.layers import (DEBIAN_PYTHON, IMAGE_FORMAT, LABEL_PREFIX, PYTHON, VENV, BaseDefinition, ImageRef,
+                                   Interpreter, add_bytes, normalise_tarinfo)
+from harness.specs import EnvSpec
 
 
 def host_debian_mirror() -> str:
@@ -199,7 +106,7 @@ class ImageBuilder:
         self.registry = Registry(self.client, address)
 
     # ------------------------------------------------------------------ helpers
-    def _find(self, tag: str) -> Any | None:
+    def find(self, tag: str) -> Any | None:
         self.tracker.lease(tag)  # before the look-up: a prune either saw the lease or removed it already
         try:
             image = self.client.images.get(tag)
@@ -219,24 +126,24 @@ class ImageBuilder:
     def log_path(self, tag: str) -> Path:
         return self.log_dir / (re.sub(r"[^A-Za-z0-9_.-]", "_", tag) + ".log")
 
-    def _keep_log(self, tag: str, text: str) -> Path:
+    def keep_log(self, tag: str, text: str) -> Path:
         path = self.log_path(tag)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, errors="replace")
         return path
 
-    def _labels(self, kind: str, inputs_hash: str, inputs: dict) -> dict[str, str]:
+    def labels(self, kind: str, inputs_hash: str, inputs: dict) -> dict[str, str]:
         return {f"{LABEL_PREFIX}.kind": kind, f"{LABEL_PREFIX}.inputs-hash": inputs_hash,
                 f"{LABEL_PREFIX}.inputs": json.dumps(inputs, sort_keys=True, default=str)[:60000]}
 
-    def _cached(self, tag: str, kind: str, inputs_hash: str, build, parent_id: str | None = None) -> ImageRef:
+    def cached(self, tag: str, kind: str, inputs_hash: str, build, parent_id: str | None = None) -> ImageRef:
         """Find ``tag`` on this engine, else pull it from the registry (verified), else
         build it once (under a lock) with ``build()`` and push it to the registry."""
-        image = self._find(tag)
+        image = self.find(tag)
         if image is not None:
             return self._ref(image, kind, inputs_hash)
         with file_lock(self.lock_dir, tag):
-            image = self._find(tag)
+            image = self.find(tag)
             if image is not None:
                 return self._ref(image, kind, inputs_hash)
             if self.registry is not None:
@@ -249,7 +156,7 @@ class ImageBuilder:
             started = time.monotonic()
             with builds.timed(kind, tag):
                 build()
-            image = self._find(tag)
+            image = self.find(tag)
             if image is None:
                 raise ImageBuildError(f"building {tag} produced no image")
             seconds = time.monotonic() - started
@@ -263,21 +170,21 @@ class ImageBuilder:
         raises ImageBuildError with it when the build fails."""
         with tempfile.TemporaryFile() as context:
             with tarfile.open(fileobj=context, mode="w") as tar:
-                _add_bytes(tar, "Dockerfile", dockerfile.encode())
+                add_bytes(tar, "Dockerfile", dockerfile.encode())
                 for name, src in files.items():
                     if isinstance(src, bytes):
-                        _add_bytes(tar, name, src)
+                        add_bytes(tar, name, src)
                     else:
-                        tar.add(str(src), arcname=name, filter=_normalise_tarinfo)
+                        tar.add(str(src), arcname=name, filter=normalise_tarinfo)
             context.seek(0)
             try:
                 log = stream_build(self.client, context, tag, labels)
             except ImageBuildError as exc:
-                path = self._keep_log(tag, f"# Dockerfile\n{dockerfile}\n# log\n{exc.log}")
+                path = self.keep_log(tag, f"# Dockerfile\n{dockerfile}\n# log\n{exc.log}")
                 exc.log_path = str(path)
                 raise
-        self._keep_log(tag, f"# Dockerfile\n{dockerfile}\n# log\n{log}")
-        image = self._find(tag)
+        self.keep_log(tag, f"# Dockerfile\n{dockerfile}\n# log\n{log}")
+        image = self.find(tag)
         if image is None:
             raise ImageBuildError(f"building {tag} produced no image", log=log)
         return image
@@ -292,13 +199,13 @@ class ImageBuilder:
                   "service_user": [self.bases.service_user, self.bases.service_uid]}
         inputs_hash = content_hash(inputs)
         tag = f"harness-base:{suite}-{inputs_hash}"
-        ref = self._cached(tag, "base", inputs_hash,
+        ref = self.cached(tag, "base", inputs_hash,
                            lambda: self._bootstrap(tag, suite, packages, inputs, inputs_hash))
         if self.registry is not None:  # the compiler packages travel with their base
             debs = self._debs_tag_for(tag)
             if ref.built:
                 self.registry.publish(debs)
-            elif self._find(debs) is None:
+            elif self.find(debs) is None:
                 self.registry.fetch(debs, inputs_hash)
         return ref
 
@@ -344,12 +251,12 @@ class ImageBuilder:
                 cmd.append(f"--customize-hook={hook}")
             cmd += [suite, str(rootfs), mirror]
             proc = subprocess.run(cmd, capture_output=True, text=True)
-            self._keep_log(tag, f"# {' '.join(map(shlex.quote, cmd))}\n{proc.stdout}{proc.stderr}")
+            self.keep_log(tag, f"# {' '.join(map(shlex.quote, cmd))}\n{proc.stdout}{proc.stderr}")
             if proc.returncode != 0:
                 raise ImageBuildError(f"mmdebstrap {suite} failed (exit {proc.returncode})",
                                       log=(proc.stdout + proc.stderr)[-20000:])
             packages_hash = content_hash(pkglist.read_text(), length=64)
-            labels = self._labels("base", inputs_hash, inputs)
+            labels = self.labels("base", inputs_hash, inputs)
             labels[f"{LABEL_PREFIX}.packages-sha256"] = packages_hash
             labels[f"{LABEL_PREFIX}.python-version"] = version_file.read_text().strip() if version_file.exists() else ""
             labels[f"{LABEL_PREFIX}.python"] = DEBIAN_PYTHON
@@ -360,7 +267,7 @@ class ImageBuilder:
                 tar.add(str(debs), arcname="debs")
             try:
                 repo, _, version = self._debs_tag_for(tag).partition(":")
-                debs_labels = {**self._labels("base", inputs_hash, inputs), f"{LABEL_PREFIX}.kind": "debs"}
+                debs_labels = {**self.labels("base", inputs_hash, inputs), f"{LABEL_PREFIX}.kind": "debs"}
                 self.client.api.import_image_from_file(str(debs_tar), repository=repo, tag=version,
                                                        changes=[f"LABEL {k}={json.dumps(v)}"
                                                                 for k, v in debs_labels.items()])
@@ -385,10 +292,10 @@ class ImageBuilder:
     def with_compiler(self, parent: ImageRef, suite_base: ImageRef) -> ImageRef:
         """``parent`` plus the compiler packages of its suite, installed offline."""
         debs = self._debs_tag_for(suite_base.tag)
-        if self._find(debs) is None:
+        if self.find(debs) is None:
             raise ImageBuildError(f"{debs} (the compiler packages of {suite_base.tag}) is missing: remove "
                                   f"{suite_base.tag} so that it is bootstrapped again")
-        inputs = {"format": IMAGE_FORMAT, "parent": parent.image_id, "debs": self._find(debs).id}
+        inputs = {"format": IMAGE_FORMAT, "parent": parent.image_id, "debs": self.find(debs).id}
         inputs_hash = content_hash(inputs)
         tag = f"harness-cc:{inputs_hash}"
         dockerfile = f"""FROM {parent.tag}
@@ -396,9 +303,9 @@ COPY --from={debs} /debs/ /tmp/harness-debs/
 RUN dpkg -i /tmp/harness-debs/*.deb > /tmp/dpkg.log 2>&1 || {{ cat /tmp/dpkg.log; exit 1; }}; \\
     rm -rf /tmp/harness-debs /tmp/dpkg.log; mkdir -p /opt/harness/ccache
 """
-        labels = self._labels("cc", inputs_hash, inputs)
+        labels = self.labels("cc", inputs_hash, inputs)
         labels[f"{LABEL_PREFIX}.compiler"] = "yes"
-        return self._cached(tag, "cc", inputs_hash, lambda: self.docker_build(tag, dockerfile, {}, labels),
+        return self.cached(tag, "cc", inputs_hash, lambda: self.docker_build(tag, dockerfile, {}, labels),
                             parent_id=parent.image_id)
 
     def builder(self, interpreter: Interpreter) -> ImageRef:
@@ -449,13 +356,13 @@ ENV PATH={VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 RUN set -e; {venv_install(exe, home + "/venv", home + "/wheels", home + "/requirements.lock")}; \\
     PATH={home}/venv/bin:$PATH bash {home}/build.sh; chmod -R go-w {home}
 """
-            labels = self._labels("env", inputs_hash, inputs)
+            labels = self.labels("env", inputs_hash, inputs)
             labels[f"{LABEL_PREFIX}.python"] = PYTHON
             labels[f"{LABEL_PREFIX}.python-version"] = interpreter.version
             labels[f"{LABEL_PREFIX}.python-source"] = interpreter.source.describe()
             self.docker_build(tag, dockerfile, files, labels)
 
-        return self._cached(tag, "env", inputs_hash, build, parent_id=parent.image_id)
+        return self.cached(tag, "env", inputs_hash, build, parent_id=parent.image_id)
 
     def instance(self, *args, **kwargs) -> ImageRef:
         from harness.engine.instance_layer import build_instance
@@ -498,41 +405,3 @@ def stream_build(client: docker.DockerClient, context, tag: str, labels: dict[st
     except APIError as exc:
         raise ImageBuildError(f"building {tag} failed: {exc.explanation or exc}", log="".join(log)) from None
     return "".join(log)
-
-
-def _tag_safe(text: str) -> str:
-    return re.sub(r"[^a-z0-9_.-]", "-", text.lower())[:80]
-
-
-def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) -> None:
-    info = tarfile.TarInfo(name)
-    info.size = len(data)
-    info.mode = mode
-    tar.addfile(info, io.BytesIO(data))
-
-
-def tar_bytes(files: dict[str, bytes], mode: int = 0o644) -> bytes:
-    """An uncompressed tar of ``files`` (name -> content), for ``put_archive``."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for name, data in files.items():
-            _add_bytes(tar, name, data, mode)
-    return buffer.getvalue()
-
-
-#: mtime of every file of an exported tree (2000-01-01): fixed, and older than anything an
-#: install writes, so the files an install creates or changes are found by mtime alone.
-TREE_MTIME = 946684800
-
-
-def _tree_tarinfo(info: tarfile.TarInfo) -> tarfile.TarInfo:
-    info = _normalise_tarinfo(info)
-    info.mtime = TREE_MTIME
-    return info
-
-
-def _normalise_tarinfo(info: tarfile.TarInfo) -> tarfile.TarInfo:
-    """Files in build contexts are owned by the harness user and keep their modes."""
-    info.uid = info.gid = 1000
-    info.uname = info.gname = ""
-    return info

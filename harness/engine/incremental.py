@@ -44,7 +44,7 @@ from pathlib import Path
 import docker.errors
 from docker.types import Mount
 
-from harness.engine.images import PRISTINE_TREE, TREE_MTIME, VENV, ImageBuilder, tar_bytes
+from harness.engine.layers import PRISTINE_TREE, TREE_MTIME, VENV, LayerBuilder, tar_bytes
 from harness.engine.instance_reuse import Delta, delete_listed, write_delta
 from harness.errors import ImageBuildError
 from harness.repos import GitDir
@@ -92,7 +92,7 @@ def generated_siblings(deleted: tuple[str, ...], tracked: set[str]) -> list[str]
     return out
 
 
-def rebuild(images: ImageBuilder, delta: Delta, spec: EnvSpec, tree_dir: Path, tag: str, labels: dict,
+def rebuild(images: LayerBuilder, delta: Delta, spec: EnvSpec, tree_dir: Path, tag: str, labels: dict,
             ccache_key: str, ccache_env: dict, ccache_mount: str) -> tuple[str, dict]:
     """Build ``tag`` as ``delta.base`` rebuilt for ``tree_dir``. Returns (log, the new
     declaration). Raises NotIncremental when the full install must run instead."""
@@ -190,7 +190,7 @@ def rebuild(images: ImageBuilder, delta: Delta, spec: EnvSpec, tree_dir: Path, t
         log.append(f"# incremental {what}: {time.monotonic() - started:.1f} s; extensions redefined: "
                    f"{list(changes.redefined)}, removed: {list(changes.removed)}; declarations that differ: "
                    f"{list(changes.installed)}")
-        images._keep_log(tag, "\n".join(log))
+        images.keep_log(tag, "\n".join(log))
         return "\n".join(log), new
     except NotIncremental as exc:
         raise NotIncremental(f"{exc}\n" + "\n".join(log)[-6000:]) from None

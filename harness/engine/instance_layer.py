@@ -37,8 +37,8 @@ from docker.types import Mount
 
 from harness.engine import incremental
 from harness.engine import instance_reuse as reuse
-from harness.engine.images import (IMAGE_FORMAT, LABEL_PREFIX, PRISTINE_TREE, VENV, ImageBuilder, ImageRef,
-                                   _tag_safe, _tree_tarinfo, tar_bytes)
+from harness.engine.layers import (IMAGE_FORMAT, LABEL_PREFIX, PRISTINE_TREE, VENV, ImageRef, LayerBuilder, tag_safe,
+                                   tar_bytes, tree_tarinfo)
 from harness.errors import ImageBuildError
 from harness.hashing import content_hash
 from harness.repos import GitDir
@@ -63,7 +63,7 @@ def install_script(spec: EnvSpec) -> str:
     return "\n".join(lines) + "\n"
 
 
-def build_instance(images: ImageBuilder, name_hint: str, spec: EnvSpec, env: ImageRef, tree_dir: Path,
+def build_instance(images: LayerBuilder, name_hint: str, spec: EnvSpec, env: ImageRef, tree_dir: Path,
                    tree_sha: str, *, compiler_env: ImageRef | None = None, ccache_key: str = "",
                    tree_time: int | None = None) -> ImageRef:
     """The instance image for ``tree_dir`` on ``env``. ``compiler_env`` is the
@@ -80,16 +80,16 @@ def build_instance(images: ImageBuilder, name_hint: str, spec: EnvSpec, env: Ima
               "downloads": [[digest, to] for _, digest, to in spec.downloads],
               "build_parent": compiler_env.image_id if (compiler_env and spec.compiler != "none") else None}
     inputs_hash = content_hash(inputs)
-    tag = f"harness-inst:{_tag_safe(name_hint)[:60]}-{inputs_hash}"
+    tag = f"harness-inst:{tag_safe(name_hint)[:60]}-{inputs_hash}"
 
     def build() -> None:
-        labels = images._labels("inst", inputs_hash, inputs)
+        labels = images.labels("inst", inputs_hash, inputs)
         labels[f"{LABEL_PREFIX}.tree-sha"] = tree_sha
         labels[f"{LABEL_PREFIX}.compiler"] = spec.compiler
         with tempfile.TemporaryDirectory(prefix="harness-ctx-") as tmp:
             tree_tar = Path(tmp) / "testbed.tar"
             with tarfile.open(tree_tar, "w") as tar:
-                tar.add(str(tree_dir), arcname=".", filter=_tree_tarinfo)
+                tar.add(str(tree_dir), arcname=".", filter=tree_tarinfo)
             if not has_install:
                 dockerfile = f"FROM {final_parent.tag}\n{env_lines}ADD testbed.tar {PRISTINE_TREE}/\nWORKDIR /testbed\n"
                 images.docker_build(tag, dockerfile, {"testbed.tar": tree_tar}, labels)
@@ -142,7 +142,7 @@ def build_instance(images: ImageBuilder, name_hint: str, spec: EnvSpec, env: Ima
             path = images.log_path(tag)
             path.write_text(note + path.read_text())
 
-    return images._cached(tag, "inst", inputs_hash, build, parent_id=env.image_id)
+    return images.cached(tag, "inst", inputs_hash, build, parent_id=env.image_id)
 
 
 WRITTEN = "/opt/harness/.install-written"
@@ -151,7 +151,7 @@ WRITTEN = "/opt/harness/.install-written"
 LAYOUT = 2
 
 
-def _install_in_build(images: ImageBuilder, env: ImageRef, spec: EnvSpec, tag: str, env_lines: str, tree_tar: Path,
+def _install_in_build(images: LayerBuilder, env: ImageRef, spec: EnvSpec, tag: str, env_lines: str, tree_tar: Path,
                       script: str, labels: dict) -> tuple[str, list[str]]:
     """The install as a RUN step: it runs in a copy at /testbed, and only the files it
     created or changed are copied back into the pristine tree (so the layer holds them,
@@ -192,7 +192,7 @@ WORKDIR /testbed
         [p[2:] for p in listed.split("\0") if p.startswith("./")]
 
 
-def _install_in_container(images: ImageBuilder, parent: ImageRef, spec: EnvSpec, tree_tar: Path, script: str,
+def _install_in_container(images: LayerBuilder, parent: ImageRef, spec: EnvSpec, tree_tar: Path, script: str,
                           delta: Path, ccache_key: str) -> tuple[str, list[str]]:
     client = images.client
     mounts = []

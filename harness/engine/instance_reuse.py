@@ -34,7 +34,7 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.engine.images import PRISTINE_TREE, TREE_MTIME, ImageBuilder
+from harness.engine.layers import PRISTINE_TREE, TREE_MTIME, LayerBuilder
 from harness.hashing import content_hash
 from harness.repos import GitDir
 
@@ -94,7 +94,7 @@ def family_key(inputs: dict) -> str:
     return content_hash({k: v for k, v in inputs.items() if k != "tree"})
 
 
-def records_dir(images: ImageBuilder) -> Path:
+def records_dir(images: LayerBuilder) -> Path:
     return images.cache_dir / "instance-builds"
 
 
@@ -114,7 +114,7 @@ def is_rebuildable(path: str, compiled_sources: tuple[str, ...], build_inputs: t
             or any(fnmatch.fnmatchcase(path, p) for p in build_inputs))
 
 
-def plan(images: ImageBuilder, family: str, tree_dir: Path, compiled_sources: tuple[str, ...],
+def plan(images: LayerBuilder, family: str, tree_dir: Path, compiled_sources: tuple[str, ...],
          tree_time: int | None = None, *, rebuildable: bool = False,
          build_inputs: tuple[str, ...] = ()) -> tuple[Delta | None, str]:
     """The best delta from an image of ``family`` built from an earlier commit (never
@@ -132,7 +132,7 @@ def plan(images: ImageBuilder, family: str, tree_dir: Path, compiled_sources: tu
             continue
         if record.tree_time is None or record.tree_time > tree_time:
             continue
-        image = images._find(record.tag)
+        image = images.find(record.tag)
         if image is None or len(image.attrs.get("RootFS", {}).get("Layers", ())) > MAX_LAYERS:
             continue  # gone, or a chain of further instances as deep as the engine allows
         candidates.append(record)

@@ -6,28 +6,36 @@ prefix at the path it was built for (parents made traversable for the unprivileg
 its ``lib`` registered with ``ldconfig``); ``check.sh`` (:func:`interpreters.check_script`)
 lists unresolved shared libraries, refuses the layer when a required module does not
 import, and records ``/opt/harness/python.json``.
+
+An interpreter from a registry image (``{image: "python:3.8-slim-bookworm"}``) is used
+when the engine already has the image, and pulled otherwise (only when a registry is
+reachable: an unreachable registry is an ImageBuildError naming the image and the
+registry's answer). It is never run with network and never becomes a base
+itself: its interpreter prefix (``/usr/local`` by default) is copied into the harness's
+own base of the same Debian suite, which brings the user, git and the other base
+packages. The image's id and repository digest are recorded in the layer's labels.
 """
 
 from __future__ import annotations
 
+import json
 import shlex
 import tarfile
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+from docker.errors import APIError, DockerException, ImageNotFound
 
 from harness.engine import interpreters as interp
+from harness.engine.client import run_once
+from harness.engine.layers import DEBIAN_PYTHON, IMAGE_FORMAT, LABEL_PREFIX, ImageRef, Interpreter, LayerBuilder
 from harness.errors import ImageBuildError
 from harness.hashing import content_hash
 
-if TYPE_CHECKING:  # pragma: no cover
-    from harness.engine.images import ImageBuilder, ImageRef, Interpreter
 
-
-def interpreter(builder: "ImageBuilder", python: str, override: tuple[tuple[str, str], ...] | dict | None = None,
-                extra_apt: tuple[str, ...] = ()) -> "Interpreter":
+def interpreter(builder: LayerBuilder, python: str, override: tuple[tuple[str, str], ...] | dict | None = None,
+                extra_apt: tuple[str, ...] = ()) -> Interpreter:
     """The image ``python`` runs in, from the spec's ``override`` or bases.yaml."""
-    from harness.engine.images import DEBIAN_PYTHON, IMAGE_FORMAT, LABEL_PREFIX, Interpreter
     source = builder.bases.source_for(python, dict(override) if override else None)
     base = builder.suite_base(source.suite, extra_apt)
     if source.kind == "debian":
@@ -37,7 +45,6 @@ def interpreter(builder: "ImageBuilder", python: str, override: tuple[tuple[str,
                                   f" (choose another interpreter source for {python})")
         return Interpreter(python, version, DEBIAN_PYTHON, source.suite, source, base)
     if source.kind == "image":
-        from harness.engine.interpreter_image import interpreter_from_image
         return interpreter_from_image(builder, python, source, base)
     prefix = interp.inspect_host_prefix(interp.find_pyenv_prefix(source.value) if source.kind == "pyenv"
                                         else Path(source.value))
@@ -48,15 +55,14 @@ def interpreter(builder: "ImageBuilder", python: str, override: tuple[tuple[str,
               "fingerprint": prefix.fingerprint, "excludes": list(interp.PREFIX_EXCLUDES)}
     inputs_hash = content_hash(inputs)
     tag = f"harness-py:{prefix.version}-{inputs_hash}"
-    ref = builder._cached(tag, "py", inputs_hash, lambda: _build_prefix_layer(
+    ref = builder.cached(tag, "py", inputs_hash, lambda: _build_prefix_layer(
         builder, tag, base, prefix.path, prefix.build_prefix, prefix.executable, inputs, inputs_hash, source),
         parent_id=base.image_id)
     return Interpreter(python, prefix.version, prefix.executable, source.suite, source, ref)
 
 
-def _build_prefix_layer(builder: "ImageBuilder", tag: str, base: "ImageRef", host_prefix: Path, build_prefix: str,
+def _build_prefix_layer(builder: LayerBuilder, tag: str, base: ImageRef, host_prefix: Path, build_prefix: str,
                         executable: str, inputs: dict, inputs_hash: str, source: interp.InterpreterSource) -> None:
-    from harness.engine.images import LABEL_PREFIX
     arcname = build_prefix.lstrip("/")
     with tempfile.TemporaryDirectory(prefix="harness-prefix-") as tmp:
         archive = Path(tmp) / "python.tar"
@@ -65,7 +71,7 @@ def _build_prefix_layer(builder: "ImageBuilder", tag: str, base: "ImageRef", hos
                     filter=lambda info: None if interp.prefix_excluded(info.name[len(arcname) + 1:])
                     else _root_owned(info))
         dockerfile = prefix_dockerfile(base.tag, build_prefix, "ADD python.tar /")
-        labels = builder._labels("py", inputs_hash, inputs)
+        labels = builder.labels("py", inputs_hash, inputs)
         labels.update({f"{LABEL_PREFIX}.python": executable, f"{LABEL_PREFIX}.python-version": inputs["version"],
                        f"{LABEL_PREFIX}.python-source": source.describe()})
         builder.docker_build(tag, dockerfile, {"python.tar": archive, **prefix_context(executable)}, labels)
@@ -100,3 +106,68 @@ def _root_owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
     info.uname = info.gname = ""
     info.mode &= ~0o022
     return info
+
+
+def ensure_image(client, reference: str):
+    """The local image for ``reference``, pulled when absent."""
+    try:
+        return client.images.get(reference)
+    except ImageNotFound:
+        pass
+    repository, tag = _split(reference)
+    try:
+        return client.images.pull(repository, tag=tag)
+    except (APIError, DockerException) as exc:
+        raise ImageBuildError(f"interpreter image {reference} is not in the engine and pulling it failed "
+                              f"(no registry reachable?): {getattr(exc, 'explanation', None) or exc}") from None
+
+
+def _split(reference: str) -> tuple[str, str]:
+    name, _, digest = reference.partition("@")
+    if digest:
+        return name, digest
+    last = name.rsplit("/", 1)[-1]
+    if ":" in last:
+        repo, _, tag = name.rpartition(":")
+        return repo, tag
+    return name, "latest"
+
+
+def probe_image(client, image_id: str, prefix: str) -> dict:
+    """Run the image's interpreter once (no network) to learn its exact version."""
+    script = (f"for p in {prefix}/bin/python3 {prefix}/bin/python; do [ -x $p ] && exec $p -c \"$0\"; done; "
+              "echo no interpreter >&2; exit 3")
+    try:
+        out = run_once(client, image_id, ["/bin/sh", "-c", script, interp.PROBE], user="0:0", entrypoint=[])
+    except DockerException as exc:
+        raise ImageBuildError(f"the interpreter in {image_id[:19]} under {prefix} does not run: {exc}") from None
+    return json.loads(out.decode().strip().splitlines()[-1])
+
+
+def interpreter_from_image(builder: LayerBuilder, python: str, source: interp.InterpreterSource,
+                           base: ImageRef) -> Interpreter:
+    image = ensure_image(builder.client, source.value)
+    info = probe_image(builder.client, image.id, source.prefix)
+    version = str(info["version"])
+    if not (version.startswith(python + ".") or version == python):
+        raise ImageBuildError(f"{source.describe()} is Python {version}, not {python}")
+    minor = ".".join(version.split(".")[:2])
+    executable = f"{source.prefix}/bin/python{minor}"
+    digests = list(image.attrs.get("RepoDigests") or [])
+    inputs = {"format": IMAGE_FORMAT, "base": base.image_id, "source": source.as_dict(), "image_id": image.id,
+              "version": version}
+    inputs_hash = content_hash(inputs)
+    tag = f"harness-py:{version}-{inputs_hash}"
+
+    def build() -> None:
+        dockerfile = prefix_dockerfile(base.tag, source.prefix,
+                                       f"COPY --from={source.value} {source.prefix}/ {source.prefix}/")
+        labels = builder.labels("py", inputs_hash, inputs)
+        labels.update({f"{LABEL_PREFIX}.python": executable, f"{LABEL_PREFIX}.python-version": version,
+                       f"{LABEL_PREFIX}.python-source": source.describe(),
+                       f"{LABEL_PREFIX}.source-image-id": image.id,
+                       f"{LABEL_PREFIX}.source-image-digests": " ".join(digests)})
+        builder.docker_build(tag, dockerfile, prefix_context(executable), labels)
+
+    ref = builder.cached(tag, "py", inputs_hash, build, parent_id=base.image_id)
+    return Interpreter(python, version, executable, source.suite, source, ref)

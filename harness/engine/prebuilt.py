@@ -39,7 +39,8 @@ from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 
 from harness import incontainer
 from harness.engine.client import CONNECTION_ERRORS
-from harness.engine.images import IMAGE_FORMAT, LABEL_PREFIX, PRISTINE_TREE, VENV, ImageBuilder, ImageRef, tar_bytes
+from harness.engine.images import ImageBuilder
+from harness.engine.layers import IMAGE_FORMAT, LABEL_PREFIX, PRISTINE_TREE, VENV, ImageRef, tar_bytes
 from harness.errors import ImageBuildError, InputError
 from harness.hashing import content_hash
 
@@ -239,7 +240,7 @@ def thin_layer(images: ImageBuilder, name_hint: str, pulled: PulledImage, facts:
         if hook:
             files["hook.tar"] = tar_bytes({path.lstrip("/"): data for path, data in hook.items()}, 0o444)
             copy_hook = "ADD hook.tar /\n"
-        labels = images._labels("sweb", inputs_hash, inputs)
+        labels = images.labels("sweb", inputs_hash, inputs)
         labels.update({f"{LABEL_PREFIX}.prebuilt": pulled.reference, f"{LABEL_PREFIX}.python": f"{env_prefix}/bin/python",
                        f"{LABEL_PREFIX}.python-version": str(facts.get("version", ""))})
         source = pulled.reference if pulled.digest else pulled.name  # a local build has no digest
@@ -248,7 +249,7 @@ def thin_layer(images: ImageBuilder, name_hint: str, pulled: PulledImage, facts:
                       f"{copy_hook}WORKDIR /testbed\nENTRYPOINT []\nCMD [\"sleep\", \"infinity\"]\n")
         images.docker_build(tag, dockerfile, files, labels)
 
-    return images._cached(tag, "sweb", inputs_hash, build, parent_id=pulled.image_id)
+    return images.cached(tag, "sweb", inputs_hash, build, parent_id=pulled.image_id)
 
 
 def git_dir_tar(export_dir) -> bytes:

@@ -38,7 +38,7 @@ from harness.logs import get_logger
 
 LABEL_INPUTS_HASH = "org.harness.inputs-hash"
 LABEL_INPUTS = "org.harness.inputs"
-#: Labels longer than this were cut when the image was built (see ImageBuilder._labels).
+#: Labels longer than this were cut when the image was built (see ImageBuilder.labels).
 LABEL_LIMIT = 60000
 
 

@@ -1,7 +1,7 @@
 """The executor seam.
 
-An executor runs :class:`~harness.runner.TaskRequest` s and hands each
-:class:`~harness.runner.TaskOutcome` (data) back to the driver::
+An executor runs :class:`~harness.tasks.TaskRequest` s and hands each
+:class:`~harness.tasks.TaskOutcome` (data) back to the driver::
 
     class Executor(Protocol):
         def run(self, setup: NodeSetup, requests: Iterable[TaskRequest],
@@ -37,7 +37,8 @@ from harness.grading.status import ErrorReason
 from harness.logs import get_logger
 
 if TYPE_CHECKING:
-    from harness.runner import RunConfig, TaskEvaluator, TaskOutcome, TaskRequest
+    from harness.runner import TaskEvaluator
+    from harness.tasks import RunConfig, TaskOutcome, TaskRequest
 
 EXECUTORS = ("local", "ray")
 #: After a deadline kill, how long the evaluation gets to notice its container is gone.
@@ -98,7 +99,8 @@ class NodeSetup:
         from harness import demo
         from harness.engine.client import connect
         from harness.repos import RepoResolver
-        from harness.runner import Preparer, TaskEvaluator
+        from harness.preparation import Preparer
+        from harness.runner import TaskEvaluator
         client = client or connect()
         cache_dir = Path(os.environ.get("HARNESS_CACHE_DIR") or self.config.cache_dir).expanduser()
         repos: RepoResolver = self.repos

@@ -6,7 +6,7 @@ evaluations at once on that engine; ``harness node`` sets it, see harness.cluste
 task asks for one unit, so Ray schedules it only where an engine is, and it runs there
 :func:`~harness.executors.base.run_with_deadline` on the node's own
 :class:`~harness.runner.TaskEvaluator` (the node's ``DOCKER_HOST`` and cache): exactly
-what the local executor runs. Its :class:`~harness.runner.TaskOutcome` (report, raw
+what the local executor runs. Its :class:`~harness.tasks.TaskOutcome` (report, raw
 outputs, pins) travels back as data; the driver writes it.
 
 Faults, as the driver sees them:
@@ -80,7 +80,7 @@ def _remote():
     def cleanup_node(labels: dict) -> tuple[str, int]:
         from harness.engine.client import connect
         from harness.engine.sandbox import remove_labelled
-        from harness.runner import node_name
+        from harness.tasks import node_name
         client = connect(timeout=30)
         try:
             return node_name(), remove_labelled(client, labels)
@@ -94,7 +94,7 @@ def _remote():
 def _check_version(setup: NodeSetup) -> None:
     from harness import __version__
     if setup.harness_version and setup.harness_version != __version__:
-        from harness.runner import node_name
+        from harness.tasks import node_name
         raise InputError(f"node {node_name()} runs harness {__version__}, the driver {setup.harness_version}: "
                          "install the same version on every node", field="--executor")
 
@@ -228,7 +228,7 @@ class RayExecutor:
         on_done(request, outcome)
 
     def _failure(self, setup: NodeSetup, request, reason: ErrorReason, exc: BaseException, lost: list):
-        from harness.runner import TaskOutcome, failure_result
+        from harness.tasks import TaskOutcome, failure_result
         result = failure_result(request.task, reason, exc, setup.config.grading_key())
         result.attempts = list(lost)
         return TaskOutcome(request.task.key, result)

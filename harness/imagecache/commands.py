@@ -84,7 +84,7 @@ def add_images_parser(sub) -> None:
 # ---------------------------------------------------------------------------- reading
 
 def current_formats() -> tuple[int, int]:
-    from harness.engine.images import IMAGE_FORMAT
+    from harness.engine.layers import IMAGE_FORMAT
     from harness.engine.instance_layer import LAYOUT
     return IMAGE_FORMAT, LAYOUT
 

@@ -34,7 +34,7 @@ import secrets
 from dataclasses import dataclass
 
 from harness import incontainer
-from harness.engine.images import PRISTINE_TREE
+from harness.engine.layers import PRISTINE_TREE
 from harness.engine.sandbox import FileEntry
 from harness.integrity.evidence import SURVEY_WATCH
 

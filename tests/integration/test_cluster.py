@@ -146,7 +146,7 @@ def test_the_second_engine_pulls_what_the_first_built(engines, seeded_registry, 
     no build step, A's show the build."""
     from harness import demo
     from harness.repos import RepoResolver
-    from harness.runner import Preparer
+    from harness.preparation import Preparer
     from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry
 
     specs = SpecRegistry.load(DEFAULT_SPECS_DIR)

@@ -24,7 +24,8 @@ import pytest
 from docker.errors import APIError, NotFound
 
 from harness.cli import main
-from harness.engine.images import IMAGE_FORMAT, stream_build, tar_bytes
+from harness.engine.images import stream_build
+from harness.engine.layers import IMAGE_FORMAT, tar_bytes
 from harness.engine.instance_layer import LAYOUT
 from harness.imagecache.usage import UseIndex, engine_state_dir
 
@@ -169,7 +170,7 @@ def test_a_leased_image_survives_while_another_process_holds_the_lease(engine, f
 def test_the_builder_leases_what_it_looks_up_until_released(engine, family, prune, tmp_path):
     from harness.engine.images import ImageBuilder
     builder = ImageBuilder(engine, tmp_path / "cache")
-    assert builder._find(family.tags["inst-new"]).id == family.ids["inst-new"]
+    assert builder.find(family.tags["inst-new"]).id == family.ids["inst-new"]
     kept = prune("--level", "env")
     assert _verdict(kept, family, "inst-new")["reason"].startswith("leased by pid ")
     assert _removed(kept) == {family.ids["inst-old"], family.ids["inst-stale"]}

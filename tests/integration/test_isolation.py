@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 
 from harness import demo, incontainer
-from harness.engine.images import PRISTINE_TREE
+from harness.engine.layers import PRISTINE_TREE
 from harness.engine.sandbox import DockerBackend
 from harness.integrity import steps
 from harness.instances import load_instances
 from harness.repos import RepoResolver
-from harness.runner import Preparer
+from harness.preparation import Preparer
 from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry
 from tests.conftest import leftover_containers
 

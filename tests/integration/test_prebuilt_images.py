@@ -18,7 +18,8 @@ import tarfile
 import pytest
 
 from harness import demo
-from harness.engine.images import PRISTINE_TREE, stream_build
+from harness.engine.images import stream_build
+from harness.engine.layers import PRISTINE_TREE
 from harness.engine.prebuilt import PrebuiltSource
 from harness.engine.sandbox import DockerBackend
 
@@ -38,7 +39,7 @@ def _record() -> dict:
 def _swebench_style_image(engine, cache_dir, tmp_path, name: str) -> int:
     """Build ``name`` in SWE-bench's layout; returns the commits its /testbed holds."""
     from harness.repos import RepoResolver
-    from harness.runner import Preparer
+    from harness.preparation import Preparer
     from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry
     record = _record()
     repos = demo.build_demo_repos(demo.DEMO_DIR, cache_dir / "demo-repos")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.evaluation import settle_origin
+from harness.grading.verdict import settle_origin
 from harness.integrity.judge import RunContext, judge_run
 from harness.grading.origins import evidence_origin, same_failure_as_control
 from harness.grading.status import ErrorReason, InstanceStatus, TestStatus
@@ -149,8 +149,9 @@ def test_nothing_parsed_is_suite_did_not_run():
 
 
 def test_a_model_run_failing_like_its_control_is_charged_to_the_environment(tmp_path):
+    from harness.control import record_control
+    from harness.grading.verdict import final_verdict
     from harness.report import write_json_atomic
-    from harness.runner import compare_with_control
     inst = parse_instance(_record())
     control = InstanceResult("x__y-1", "x/y", "gold", InstanceStatus.INVALID, error_reason=ErrorReason.COLLECTION_ERROR,
                              integrity_details={"collection_errors": ["t/test_a.py"]})
@@ -161,10 +162,10 @@ def test_a_model_run_failing_like_its_control_is_charged_to_the_environment(tmp_
         return InstanceResult("x__y-1", "x/y", "m", InstanceStatus.INVALID, error_reason=ErrorReason.COLLECTION_ERROR,
                               integrity_details={"collection_errors": files})
     same = model_run(["t/test_a.py"])
-    compare_with_control(same, inst, tmp_path)
+    final_verdict(same, inst, reference=False, control=record_control(same, inst, tmp_path))
     assert same.error_origin == "harness" and "failed_like_control" in same.integrity_flags
     worse = model_run(["t/test_a.py", "t/test_b.py"])     # the model broke another module too
-    compare_with_control(worse, inst, tmp_path)
+    final_verdict(worse, inst, reference=False, control=record_control(worse, inst, tmp_path))
     assert worse.error_origin == "model" and "failed_like_control" not in worse.integrity_flags
 
 
@@ -172,15 +173,15 @@ def test_the_control_facts_a_run_records_decide_alike_when_applied_again(tmp_pat
     """harness report re-applies the recorded facts (harness/control.py): the same flags,
     details and origin come out, whatever the re-grade cleared before, and a report from
     before the facts were recorded keeps failed_like_control from the control's reason."""
-    from harness.control import apply_control, recorded_facts
+    from harness.control import record_control, recorded_facts
+    from harness.grading.verdict import apply_control, final_verdict
     from harness.report import write_json_atomic
-    from harness.runner import compare_with_control
     inst = parse_instance(_record())
     control = InstanceResult("x__y-1", "x/y", "gold", InstanceStatus.NO, collected=["t/test_a.py::test_keep"],
                              integrity_details={"skipped_or_xfailed": {"t/test_a.py::test_keep": "SKIPPED"}})
     write_json_atomic(tmp_path / "x__y-1" / "report.json", control.to_report())
     run = InstanceResult("x__y-1", "x/y", "m", InstanceStatus.NO, collected=["t/test_a.py::test_fix"])
-    compare_with_control(run, inst, tmp_path)
+    final_verdict(run, inst, reference=False, control=record_control(run, inst, tmp_path))
     facts = run.integrity_details["control"]
     assert facts["skipped"] == ["t/test_a.py::test_keep"] and facts["collected"] == ["t/test_a.py::test_keep"]
     first = (list(run.integrity_flags), dict(run.integrity_details), run.error_origin)
@@ -211,3 +212,23 @@ def test_a_suite_that_never_ran_says_why_when_its_output_does():
     assert "ImportError: cannot import name 'Derivative'" in judged.detail
     quiet = judge_run(inst, "pytest-text", "nothing here\n", None, 1, RunContext(test_files=("t/test_a.py",)))
     assert quiet.reason is ErrorReason.SUITE_DID_NOT_RUN and "ends with" not in quiet.detail
+
+
+def test_the_final_verdict_settles_the_origin_before_the_control_has_its_say():
+    """Live (harness.batch) and harness report (harness.regrade) both end with final_verdict:
+    a model run that timed out like its control is the environment's, although the origin
+    rule alone charges a timeout to the model."""
+    from harness.grading.verdict import final_verdict
+    inst = parse_instance(_record())
+
+    def timed_out() -> InstanceResult:
+        return InstanceResult("x__y-1", "x/y", "m", InstanceStatus.INVALID, error_reason=ErrorReason.TIMEOUT)
+    alone = timed_out()
+    final_verdict(alone, inst, reference=False, control=None)
+    assert alone.error_origin == "model" and alone.integrity_flags == []
+    like_control = timed_out()
+    final_verdict(like_control, inst, reference=False, control={"error_reason": "timeout"})
+    assert like_control.error_origin == "harness" and like_control.integrity_flags == ["failed_like_control"]
+    reference = timed_out()
+    final_verdict(reference, inst, reference=True, control=None)
+    assert reference.error_origin == "harness"

@@ -433,7 +433,8 @@ def test_a_control_proves_canaries_only_when_it_ran_the_reference_patch(tmp_path
 
 
 def test_a_task_plants_the_control_s_canaries_or_the_run_s_or_fresh_ones(tmp_path):
-    from harness.runner import RunConfig, TaskEvaluator
+    from harness.runner import TaskEvaluator
+    from harness.tasks import RunConfig
     from harness.specs import EnvSpec
     inst = _instance()
     evaluator = TaskEvaluator.__new__(TaskEvaluator)

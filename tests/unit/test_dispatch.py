@@ -14,7 +14,7 @@ from harness.grading.status import InstanceStatus
 from harness.instances import Instance
 from harness.predictions import Prediction
 from harness.report import InstanceResult
-from harness.runner import RunConfig, Task, TaskOutcome, TaskRequest
+from harness.tasks import RunConfig, Task, TaskOutcome, TaskRequest
 
 
 def _request(iid: str, version: str, repo: str = "x/y") -> TaskRequest:

@@ -133,7 +133,7 @@ def test_specs_use_the_python_swe_bench_pins(repo):
 
 
 def test_every_python_a_spec_names_has_an_interpreter_source_and_installer_pins():
-    from harness.engine.images import BaseDefinition
+    from harness.engine.layers import BaseDefinition
     bases = BaseDefinition.load()
     registry = SpecRegistry.load(DEFAULT_SPECS_DIR)
     for repo, versions in SWE_BENCH_PYTHON.items():

@@ -21,7 +21,7 @@ from harness.instances import Instance
 from harness.locks import run_directory_lock
 from harness.predictions import Prediction
 from harness.report import InstanceResult, summarise_run_directory, write_json_atomic
-from harness.runner import RunConfig, Task, TaskOutcome, TaskRequest
+from harness.tasks import RunConfig, Task, TaskOutcome, TaskRequest
 
 
 def _task(n: int = 0) -> Task:
@@ -66,7 +66,7 @@ class FakeEvaluator:
         return 1
 
     def _failed(self, task, reason, exc, started, log, build_log=""):
-        from harness.runner import failure_result
+        from harness.tasks import failure_result
         return TaskOutcome(task.key, failure_result(task, reason, exc, "k", self.node), node=self.node)
 
     def stop(self) -> None:

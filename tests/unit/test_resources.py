@@ -34,7 +34,7 @@ def test_project_data_is_found_through_importlib_resources():
     assert resources.images_dir() == packaged
     assert resources.instances_dir() == Path(str(importlib_resources.files(resources.INSTANCES_PACKAGE))).resolve()
     from harness.demo import DEMO_DIR
-    from harness.engine.images import BaseDefinition
+    from harness.engine.layers import BaseDefinition
     from harness.specs import DEFAULT_SPECS_DIR, IMAGES_DIR
     assert (IMAGES_DIR, DEFAULT_SPECS_DIR, DEMO_DIR) == (resources.images_dir(), resources.specs_dir(),
                                                          resources.demo_dir())

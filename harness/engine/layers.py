@@ -1,0 +1,184 @@
+"""What the image builder and its layer modules share: the layout constants, the typed
+references to built images, the base definition, the tar helpers of build contexts, and
+:class:`LayerBuilder`, the interface a layer module builds through.
+
+:class:`~harness.engine.images.ImageBuilder` implements :class:`LayerBuilder` and calls the
+layer modules (:mod:`~harness.engine.interpreter_layer`, :mod:`~harness.engine.instance_layer`);
+they depend on this module only, so none of them imports the builder back.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+import docker
+import yaml
+
+from harness.engine import interpreters as interp
+from harness.errors import InputError
+from harness.specs import IMAGES_DIR
+
+#: Bumped when the layout of an image layer changes, so old images are not reused.
+IMAGE_FORMAT = 7
+VENV = "/opt/harness/venv"
+PYTHON = f"{VENV}/bin/python"
+PRISTINE_TREE = "/opt/harness/testbed"
+LABEL_PREFIX = "org.harness"
+DEBIAN_PYTHON = "/usr/bin/python3"
+
+
+@dataclass(frozen=True)
+class ImageRef:
+    """A built (or found) image. ``build_seconds`` is 0.0 when it already existed;
+    ``log_path`` is its whole build log when this process or an earlier one built it."""
+
+    tag: str
+    image_id: str
+    kind: str
+    inputs_hash: str
+    built: bool = False
+    build_seconds: float = 0.0
+    labels: dict | None = None
+    log_path: str | None = None
+    #: ``HOST:PORT/name@sha256:...`` when this engine pulled it from a registry (--registry)
+    pulled: str | None = None
+
+
+@dataclass(frozen=True)
+class Interpreter:
+    """A resolved interpreter: the image it runs in, its exact version and source."""
+
+    python: str           # the X.Y a spec asked for
+    version: str          # exact, e.g. 3.8.18
+    executable: str       # inside the image
+    suite: str
+    source: interp.InterpreterSource
+    image: ImageRef
+
+    def describe(self) -> dict[str, str]:
+        return {"python": self.python, "version": self.version, "executable": self.executable,
+                "suite": self.suite, "source": self.source.describe(), "image_id": self.image.image_id}
+
+
+@dataclass(frozen=True)
+class BaseDefinition:
+    pythons: dict[str, interp.InterpreterSource]
+    variant: str
+    packages: tuple[str, ...]
+    compiler_packages: tuple[str, ...]
+    user: str
+    uid: int
+    glibc: dict[str, str]
+    installer: dict[str, tuple[str, ...]]
+    suite_packages: dict[str, tuple[str, ...]]
+    service_user: str = "harness-svc"
+    service_uid: int = 1001
+
+    @classmethod
+    def load(cls, path: Path = IMAGES_DIR / "bases.yaml") -> "BaseDefinition":
+        data = yaml.safe_load(Path(path).read_text())
+        pythons = {str(k): interp.parse_source(v, where=f"pythons.{k}") for k, v in data["pythons"].items()}
+        return cls(pythons, data.get("variant", "minbase"), tuple(data["packages"]),
+                   tuple(data.get("compiler_packages", ())), data["user"]["name"], int(data["user"]["uid"]),
+                   {str(k): str(v) for k, v in (data.get("glibc") or {}).items()},
+                   {str(k): tuple(v) for k, v in (data.get("installer") or {}).items()},
+                   {str(k): tuple(v) for k, v in (data.get("suite_packages") or {}).items()},
+                   data.get("service_user", {}).get("name", "harness-svc"),
+                   int(data.get("service_user", {}).get("uid", 1001)))
+
+    def source_for(self, python: str, override: dict[str, str] | None = None) -> interp.InterpreterSource:
+        if override:
+            return interp.parse_source(dict(override))
+        try:
+            return self.pythons[python]
+        except KeyError:
+            raise InputError(f"no interpreter source provides Python {python} (available: "
+                             f"{', '.join(sorted(self.pythons, key=_version_key))}; name one with the spec's "
+                             "`interpreter` or in images/bases.yaml `pythons`)", field="python") from None
+
+    def suite_for(self, python: str) -> str:
+        return self.source_for(python).suite
+
+    def installer_for(self, python: str) -> tuple[str, ...]:
+        if python not in self.installer:
+            raise InputError(f"images/bases.yaml has no installer pins for Python {python}; pin pip, setuptools "
+                             "and wheel in the spec's `installer`", field="installer")
+        return self.installer[python]
+
+
+def _version_key(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", text))
+
+
+class LayerBuilder(Protocol):
+    """The builder a layer module builds through (:class:`~harness.engine.images.ImageBuilder`)."""
+
+    client: docker.DockerClient
+    cache_dir: Path
+    bases: BaseDefinition
+
+    def find(self, tag: str) -> Any | None:
+        """The engine's image ``tag`` (leased and recorded as used), or None."""
+
+    def labels(self, kind: str, inputs_hash: str, inputs: dict) -> dict[str, str]:
+        """The labels that name a layer's kind and inputs."""
+
+    def cached(self, tag: str, kind: str, inputs_hash: str, build: Callable[[], None],
+               parent_id: str | None = None) -> ImageRef:
+        """``tag`` found, pulled or built once (under a lock) with ``build()``."""
+
+    def log_path(self, tag: str) -> Path:
+        """Where the build log of ``tag`` is kept."""
+
+    def keep_log(self, tag: str, text: str) -> Path:
+        """Keep ``text`` as the build log of ``tag``."""
+
+    def docker_build(self, tag: str, dockerfile: str, files: dict[str, Path | bytes],
+                     labels: dict[str, str]) -> Any:
+        """Build ``tag`` from a generated context, with no network."""
+
+    def suite_base(self, suite: str, extra_apt: tuple[str, ...] = ()) -> ImageRef:
+        """The harness's base image of a Debian suite."""
+
+
+def tag_safe(text: str) -> str:
+    return re.sub(r"[^a-z0-9_.-]", "-", text.lower())[:80]
+
+
+def add_bytes(tar: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    info.mode = mode
+    tar.addfile(info, io.BytesIO(data))
+
+
+def tar_bytes(files: dict[str, bytes], mode: int = 0o644) -> bytes:
+    """An uncompressed tar of ``files`` (name -> content), for ``put_archive``."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, data in files.items():
+            add_bytes(tar, name, data, mode)
+    return buffer.getvalue()
+
+
+#: mtime of every file of an exported tree (2000-01-01): fixed, and older than anything an
+#: install writes, so the files an install creates or changes are found by mtime alone.
+TREE_MTIME = 946684800
+
+
+def tree_tarinfo(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    info = normalise_tarinfo(info)
+    info.mtime = TREE_MTIME
+    return info
+
+
+def normalise_tarinfo(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    """Files in build contexts are owned by the harness user and keep their modes."""
+    info.uid = info.gid = 1000
+    info.uname = info.gname = ""
+    return info
