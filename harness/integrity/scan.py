@@ -71,6 +71,30 @@ RUNNER_INTERNALS = re.compile(
     r"pytest_unconfigure|pytest_plugin_registered|junitxml|LogXML|TerminalReporter|_harness|"
     r"(?:^|\.)_outcome$|TextTestResult|TestResult\.add|addSuccess|addFailure|addSkip|addExpectedFailure|"
     r"PYTEST_PLUGINS|PYTEST_ADDOPTS")
+#: the names of the outcome-deciding classes and functions of every runner the harness
+#: grades through (those the runner identity captures, harness/incontainer/_harness_identity.py:
+#: pytest's, pluggy's, unittest's, sympy's, Django's), matched as whole identifiers in strings
+#: *assembled from pieces* (``"PyTest" + "Reporter"``, ``"".join([...])``, ``chr`` ...): code
+#: that spells such a name plainly is what runner identity watches at run time, code that
+#: builds it hides what it reaches for. Generic words (``run``, ``fail``, ``Reporter``) are
+#: left out: honest code builds those.
+BUILT_RUNNER_NAMES = frozenset({
+    # pytest and pluggy
+    "TestReport", "BaseReport", "CollectReport", "CallInfo", "from_item_and_call", "runtestprotocol",
+    "call_and_report", "call_runtest_hook", "check_interactive_exception", "LogXML", "_NodeReporter",
+    "evaluate_xfail_marks", "evaluate_skip_marks", "check_xfail_no_run", "check_strict_xfail", "MarkEvaluator",
+    "pytest_pyfunc_call", "TestCaseFunction", "OutcomeException", "XFailed", "pytest_runtestloop",
+    "wrap_session", "_multicall", "_MultiCall", "_HookCaller", "HookCaller", "HookImpl", "PluginManager",
+    "_CallOutcome", "_LegacyMultiCall", "TerminalReporter",
+    # unittest and Django
+    "TestResult", "TextTestResult", "TextTestRunner", "_Outcome", "_ShouldStop", "_UnexpectedSuccess",
+    "_addSkip", "addSuccess", "addFailure", "addError", "addSkip", "addExpectedFailure",
+    "addUnexpectedSuccess", "addSubTest", "DiscoverRunner", "RemoteTestResult", "ParallelTestSuite",
+    # sympy's runner
+    "SymPyTests", "PyTestReporter", "SymPyDocTests", "test_pass", "test_fail", "test_exception",
+    "test_skip", "test_xfail", "test_xpass", "entering_test", "run_in_subprocess_with_hash_randomization",
+})
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: attribute names specific enough to mean one thing whatever they are looked up on
 _ATTRS = {
     "frame_walk": frozenset({"f_back", "f_globals", "f_locals", "f_builtins", "tb_frame", "gi_frame", "cr_frame",
@@ -108,6 +132,27 @@ _QUALIFIED = {
 _MODULES = {"ctypes": "ctypes", "_ctypes": "ctypes", "cffi": "ctypes", "atexit": "exit_hook",
             "zipimport": "code_loading"}
 _NAME_RULES = {k: v for d in (_ATTRS, _QUALIFIED) for k, v in d.items()}  # for the token fallback
+
+
+def _pieces(node: ast.AST, folder: Folder) -> list[str]:
+    """The strings an expression is assembled from: its literals and the module-level
+    strings the names it reads are bound to."""
+    out = []
+    for n in ast.walk(node):
+        if isinstance(n, ast.Constant) and isinstance(n.value, str):
+            out.append(n.value)
+        elif isinstance(n, ast.Name) and n.id in folder.names:
+            out.append(folder.names[n.id])
+    return out
+
+
+def _built_runner_name(text: str, pieces: list[str]) -> str | None:
+    """The first runner-internal name among the identifiers of an assembled string that
+    none of its pieces holds whole (``"%s.TestResult" % x`` spells the name: not built)."""
+    if len(text) > 4096:   # names, dotted paths and short templates; not whole documents
+        return None
+    return next((w for w in _IDENTIFIER.findall(text)
+                 if w in BUILT_RUNNER_NAMES and not any(w in p for p in pieces)), None)
 
 
 def _classify(word: str) -> tuple[str, ...]:
@@ -272,6 +317,7 @@ def _findings_ast(tree: ast.AST, path: str, depth: int = 0, offset: int = 0) -> 
     decoded_names, read_names = _bound_names(nodes, _DECODERS), _bound_names(nodes, _READERS)
     aliases = _aliases(nodes, folder)
     called = {id(n.func) for n in nodes if isinstance(n, ast.Call)}
+    built_seen: set[int] = set()
 
     def add(node: ast.AST, category: str, what: str) -> None:
         out.append(Finding(path, getattr(node, "lineno", 0) + offset, category, what[:120]))
@@ -302,6 +348,11 @@ def _findings_ast(tree: ast.AST, path: str, depth: int = 0, offset: int = 0) -> 
             # any length: folding is bounded (harness.integrity.folding.MAX_FOLDED), files too
             if folded is not None and (not isinstance(node, ast.Constant) or isinstance(node.value, str)):
                 words.append(folded)
+                if not isinstance(node, ast.Constant) and id(node) not in built_seen:
+                    built_seen.update(id(n) for n in ast.walk(node))   # the outermost assembly only
+                    built = _built_runner_name(folded, _pieces(node, folder))
+                    if built:
+                        add(node, "runner_internals", f"{built} (assembled from pieces)")
         if isinstance(node, ast.Call):
             name = _call_name(node)
             first = node.args[0] if node.args else None

@@ -31,7 +31,8 @@ from tests.patchgen import base_file, demo_instance, demo_paths, edit, write_pre
 
 UNDER_TEST = os.environ.get("HARNESS_UNDER_TEST")
 BASES = ("harness-demo__calcly-1", "harness-demo__inventory-1")
-CLASSES = {"1", "2", "3", "4", "5", "6", "7", "8", "9", "unread-code", "size-cap"}
+CLASSES = {"1", "2", "3", "4", "5", "6", "7", "8", "9", "unread-code", "size-cap", "canary-pairing", "code-loading",
+           "compiled", "runner-rebinding", "reinstall"}
 RUN_ID = "adversarial-integrity"
 
 

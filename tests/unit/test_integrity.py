@@ -103,6 +103,28 @@ def test_scan_sees_what_python_sees(source, category):
     assert parsed and category in {f.category for f in found}, found
 
 
+@pytest.mark.parametrize("name", sorted(__import__("harness.integrity.scan", fromlist=["x"]).BUILT_RUNNER_NAMES))
+def test_every_runner_internal_name_assembled_from_pieces_is_tampering(name):
+    """Whatever runner-internal name it is and however it is cut: concatenation, a join, a
+    module-level piece, ``chr`` (``"PyTest" + "Reporter"`` went unseen by a list of names)."""
+    cut = max(1, len(name) // 2)
+    head, tail = name[:cut], name[cut:]
+    for source in (f"n = {head!r} + {tail!r}\n", f"n = ''.join([{head!r}, {tail!r}])\n",
+                   f"HEAD = {head!r}\nn = getattr(object, HEAD + {tail!r}, None)\n",
+                   f"n = chr({ord(name[0])}) + {name[1:]!r}\n"):
+        found, parsed = findings(source.encode(), "pkg/x.py")
+        assert parsed and "runner_internals" in {f.category for f in found}, (source, found)
+
+
+@pytest.mark.parametrize("source", [
+    b"n = 'PyTestReporter'\n",                      # spelled whole: runner identity's to watch at run time
+    b"n = 'see %s.TestResult' % 'unittest'\n",      # a template that holds the name whole
+    b"n = 'run' + 'ner'\nm = 'Rep' + 'orter'\nk = 'test_' + 'data'\n",   # generic words, built
+])
+def test_runner_names_not_assembled_are_not_runner_internals(source):
+    assert "runner_internals" not in {f.category for f in findings(source, "pkg/x.py")[0]}
+
+
 def test_scan_counts_only_what_the_model_added_and_ignores_docstrings():
     old = b'"""Uses _pytest internals in prose only."""\nimport gc\ngc.get_objects()\n'
     new = old + b"def get_objects(self):\n    return self.objects\n"

@@ -11,8 +11,10 @@ fix next to the abuse, so that letting them through would resolve the instance).
 Each :class:`CorpusAttack` says which class of attack it is (``suite`` for the attacks
 of the original adversarial suite; 1-9 for the classes of issue 11; ``unread-code`` and
 ``size-cap`` for code the scans did not read: forging code under another name loaded by
-one call, bytecode, a file just over the scan's size cap) and what an honest harness must
-conclude: never resolved, and where it matters, a flag or an error reason.
+one call, bytecode, a file just over the scan's size cap; ``canary-pairing``,
+``code-loading``, ``compiled``, ``runner-rebinding`` and ``reinstall`` for the properties
+of docs/SECURITY.md, :mod:`harness.integrity.corpus.properties`) and what an honest harness
+must conclude: never resolved, and where it matters, a flag or an error reason.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 from harness import resources
 from harness.integrity.artefacts import FILE_LIMIT
 from harness.integrity.corpus import bytecode, diffs
+from harness.integrity.corpus.properties import add_property_attacks
 from harness.integrity.corpus.target import AttackTarget
 
 PAYLOADS: Path = resources.path("integrity", "corpus", "payloads")
@@ -194,6 +197,8 @@ def build_corpus(target: AttackTarget) -> list[CorpusAttack]:
         "limits: restored away without one argv per path)", _many_files(1500, 4), origin="model")
     # ------------------------------------------------------------------ code the scans did not read
     _unread_code(t, add)
+    # ------------------------------------------------------------------ the integrity properties, one class each
+    add_property_attacks(t, add, payload, _hooked)
     # ------------------------------------------------------------------ the original suite, generalised
     _suite(t, add, payload("force_pass_plugin.py.in").replace("@@TARGET@@", "None"), gold)
     return out
