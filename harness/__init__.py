@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from harness._version import __version__
 
 #: the session API, imported on first use: every module of the package imports this one,
 #: and the session module reaches most of them
 _SESSION_NAMES = ("evaluate", "ProgressEvent", "RunResult", "Repositories", "RunLimits", "PagesWritten")
-__all__ = ["__version__", *_SESSION_NAMES]
+__all__ = ["__version__", "evaluate", "ProgressEvent", "RunResult", "Repositories", "RunLimits", "PagesWritten"]
 
 if TYPE_CHECKING:
     from harness.session import PagesWritten, ProgressEvent, Repositories, RunLimits, RunResult, evaluate

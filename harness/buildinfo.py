@@ -25,7 +25,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import __version__
+from harness._version import __version__
 
 BUILD_INFO_FILE = "_build_info.json"
 #: What the package is made of: uncommitted changes here make a checkout's commit "-dirty".

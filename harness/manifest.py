@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterable
 
-from harness import __version__
+from harness._version import __version__
 from harness.atomic import atomic_open
 from harness.errors import InputError
 

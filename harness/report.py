@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from harness import __version__
+from harness._version import __version__
 from harness.atomic import atomic_open
 from harness.grading.status import ErrorReason, InstanceStatus
 

@@ -31,6 +31,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Callable
 
 from harness.errors import InputError
@@ -212,8 +213,8 @@ def _is_git_dir(path: Path) -> bool:
 
 
 class RepoResolver:
-    def __init__(self, cache_dir: Path, repos_dir: Path | None = None,
-                 overrides: dict[str, Path] | None = None, allow_clone: bool = True) -> None:
+    def __init__(self, cache_dir: str | os.PathLike[str], repos_dir: str | os.PathLike[str] | None = None,
+                 overrides: Mapping[str, str | os.PathLike[str]] | None = None, allow_clone: bool = True) -> None:
         self.cache_dir = Path(cache_dir)
         self.repos_dir = Path(repos_dir) if repos_dir else None
         self.overrides = {k: Path(v) for k, v in (overrides or {}).items()}

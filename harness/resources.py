@@ -97,9 +97,7 @@ def uninstalled_checkout() -> Path | None:
     """The source tree, when ``harness`` is imported straight from a checkout that was never
     installed (``PYTHONPATH=checkout``, or an editable install made before the data was
     mapped into the package): the one case where the data is found beside the code."""
-    import harness
-
-    root = Path(harness.__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parent.parent
     if (root / "pyproject.toml").is_file() and (root / "setup.py").is_file() and (root / "images").is_dir():
         return root
     return None

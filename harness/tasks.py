@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from harness import __version__, incontainer
+from harness import incontainer
+from harness._version import __version__
 from harness.engine.sandbox import Limits
 from harness.evaluation import EvalConfig, RunOutputs, exception_record
 from harness.grading.status import ErrorReason, InstanceStatus

@@ -167,7 +167,8 @@ def interpreter_from_image(builder: LayerBuilder, python: str, source: interp.In
                        f"{LABEL_PREFIX}.python-source": source.describe(),
                        f"{LABEL_PREFIX}.source-image-id": image.id,
                        f"{LABEL_PREFIX}.source-image-digests": " ".join(digests)})
-        builder.docker_build(tag, dockerfile, prefix_context(executable), labels)
+        files: dict[str, Path | bytes] = dict(prefix_context(executable))
+        builder.docker_build(tag, dockerfile, files, labels)
 
     ref = builder.cached(tag, "py", inputs_hash, build, parent_id=base.image_id)
     return Interpreter(python, version, executable, source.suite, source, ref)

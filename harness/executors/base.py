@@ -68,7 +68,7 @@ class NodeSetup:
 
     @classmethod
     def describe(cls, config: "RunConfig", scope: str, *, specs=None, repos=None) -> "NodeSetup":
-        from harness import __version__
+        from harness._version import __version__
         from harness.buildinfo import build_info
         return cls(config, scope, specs, repos, __version__, build_info().commit)
 

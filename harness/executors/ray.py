@@ -92,7 +92,7 @@ def _remote():
 
 
 def _check_version(setup: NodeSetup) -> None:
-    from harness import __version__
+    from harness._version import __version__
     if setup.harness_version and setup.harness_version != __version__:
         from harness.tasks import node_name
         raise InputError(f"node {node_name()} runs harness {__version__}, the driver {setup.harness_version}: "

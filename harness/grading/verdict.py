@@ -59,7 +59,9 @@ def apply_control(result: InstanceResult, instance: Instance, facts: dict) -> No
     if same_failure_as_control(result.error_reason, control_reason,
                                result.integrity_details.get("collection_errors", []),
                                facts.get("collection_errors") or []):
-        result.origin = "harness" if result.error_reason.origin != "harness" else None
+        failed = result.error_reason  # same_failure_as_control holds only for one shared, non-None reason
+        assert failed is not None and control_reason is not None
+        result.origin = "harness" if failed.origin != "harness" else None
         result.integrity_flags.append("failed_like_control")
         result.integrity_details["control_error_reason"] = control_reason.value
         return

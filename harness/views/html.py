@@ -28,7 +28,7 @@ from urllib.parse import quote
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
-from harness import __version__
+from harness._version import __version__
 from harness.results.comparison import ClaimsComparison, Result, RunsComparison
 from harness.results.instance_detail import InstanceDetail
 from harness.results.run_report import STATUS_ORDER, RunReport

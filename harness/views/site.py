@@ -25,7 +25,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
 
-from harness import __version__
+from harness._version import __version__
 from harness.atomic import atomic_open
 from harness.results.instance_detail import load_instance_detail
 from harness.results.run_data import INSTANCE_PAGE, load_run
