@@ -3,6 +3,7 @@
     .venv/bin/python scripts/validate_whole_set.py --set lite [--repeat 3] [--max-workers 2] \
         [--repos-dir ../shared/swebench/repos] [--run-id ID] [--write-docs]
     .venv/bin/python scripts/validate_whole_set.py --set lite --tables-only runs/whole-lite-<commit>
+    .venv/bin/python scripts/validate_whole_set.py --set verified --merge runs/A runs/B --run-id whole-verified-<commit>
 
 1. **Selection**: every record of the set (``lite``: ``lite-test.jsonl``, ``verified``:
    ``verified-test.jsonl`` in ``--data``, default ``../shared/swebench``) whose repository
@@ -20,6 +21,10 @@
    entry of ``docs/notes/dataset-defects.yaml`` (instance id -> what is wrong with the
    record and the evidence), otherwise it is printed as UNEXPLAINED and the script
    exits 1.
+4. **Merge** (``--merge DIR ...``): validations of disjoint parts of one set, made at one
+   commit with the same repeats (e.g. one part started while another was still building),
+   become one directory of links (``gold-N/<id>``, ``empty/<id>``) with one validity report,
+   and its tables; an instance in two parts, or parts at different commits, are refused.
 """
 
 from __future__ import annotations
@@ -187,6 +192,46 @@ def write_docs(block: str, set_name: str, doc: Path = DOC) -> None:
     doc.write_text(f"{head}{begin}\n{block}{end}{tail}")
 
 
+def merge(parts: list[Path], root: Path) -> None:
+    """One validation directory (links) and validity report from disjoint parts of a set."""
+    validities = [json.loads((part / "validity.json").read_text()) for part in parts]
+    if len({v["repeats"] for v in validities}) != 1:
+        raise SystemExit(f"the parts have different repeats: {[v['repeats'] for v in validities]}")
+    commits = {_commit_of(part / name) for part in parts
+               for name in [p.name for p in part.iterdir() if p.is_dir() and (p / "manifest.json").exists()]}
+    if len(commits) != 1 or None in commits:
+        raise SystemExit(f"the parts were made at different or unknown commits: {sorted(map(str, commits))}")
+    instances: dict[str, dict] = {}
+    for part, validity in zip(parts, validities):
+        for iid, row in validity["instances"].items():
+            if iid in instances:
+                raise SystemExit(f"{iid} is in two parts (the second: {part})")
+            instances[iid] = row
+    root.mkdir(parents=True, exist_ok=True)
+    for part in parts:
+        for run in (p for p in part.iterdir() if p.is_dir() and (p / "manifest.json").exists()):
+            target = root / run.name
+            target.mkdir(exist_ok=True)
+            (target / "manifest.json").write_text((run / "manifest.json").read_text())
+            for instance_dir in (d for d in run.iterdir() if (d / "report.json").exists()):
+                link = target / instance_dir.name
+                if not link.exists():
+                    link.symlink_to(instance_dir.resolve())
+    merged = {"repeats": validities[0]["repeats"], "instances_validated": len(instances),
+              "reference_full_in_every_repeat": sum(r["reference_full"] for r in instances.values()),
+              "valid_instances": sum(r["valid"] for r in instances.values()),
+              "empty_resolved_ids": sorted(i for v in validities for i in v["empty_resolved_ids"]),
+              "instances": dict(sorted(instances.items())), "merged_from": [str(p) for p in parts]}
+    (root / "validity.json").write_text(json.dumps(merged, indent=1))
+    metas = [json.loads((p / "whole-set.json").read_text()) for p in parts if (p / "whole-set.json").exists()]
+    if metas:
+        meta = dict(metas[-1])
+        meta["wall_minutes"] = [m.get("wall_minutes") for m in metas]
+        meta["command"] = " ; ".join(m.get("command", "?") for m in metas)
+        meta["versions"] = {k: v for m in metas for k, v in m.get("versions", {}).items()}
+        (root / "whole-set.json").write_text(json.dumps(meta, indent=1))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--set", choices=sorted(SETS), required=True)
@@ -199,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--instance-ids", nargs="*", default=None, help="only these (of the selection)")
     parser.add_argument("--tables-only", type=Path, default=None, help="a finished validation directory")
     parser.add_argument("--write-docs", action="store_true", help="replace the set's block of REAL_INSTANCES.md")
+    parser.add_argument("--merge", type=Path, nargs="+", default=None,
+                        help="finished validations of disjoint parts of the set, made at one commit")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     from harness.manifest import harness_commit
@@ -211,7 +258,10 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             raise SystemExit(f"--instance-ids not in the selection: {unknown[:10]}")
         chosen = [r for r in chosen if r["instance_id"] in set(args.instance_ids)]
-    if args.tables_only:
+    if args.merge:
+        root = args.output_dir.resolve() / (args.run_id or "whole-" + args.set + "-merged")
+        merge([p.resolve() for p in args.merge], root)
+    elif args.tables_only:
         root = args.tables_only.resolve()
     else:
         commit = harness_commit() or "unknown"
