@@ -94,5 +94,6 @@ def test_the_local_executor_starts_two_versions_first_environments_side_by_side(
                 _request("b2", "2")]
     done: list[str] = []
     LocalExecutor(2).run(setup, iter(requests), lambda request, outcome: done.append(request.task.instance.instance_id))
-    assert evaluator.started[:2] == ["a1", "b1"]
+    # the two workers take one task each at once: which thread records first is the scheduler's choice
+    assert sorted(evaluator.started[:2]) == ["a1", "b1"]
     assert sorted(done) == sorted(_ids(requests))
