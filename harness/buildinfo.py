@@ -1,7 +1,7 @@
 """The harness's version and the commit it was built from (``harness --version``, run
 manifests).
 
-The version is ``harness.__version__`` (written once; pyproject.toml reads it). The
+The version is ``harness.__version__`` (written once, in harness/_version.py; pyproject.toml reads it there). The
 commit, first found of:
 
 1. **a checkout**: the package runs from a source tree (an editable install, or the

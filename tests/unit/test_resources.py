@@ -156,7 +156,7 @@ def test_python_dash_m_harness_is_the_harness_command(tmp_path):
 
 
 def test_the_version_is_written_once():
-    # pyproject.toml reads harness.__version__ (dynamic); the installed metadata agrees.
+    # pyproject.toml reads harness._version.__version__ (dynamic); the installed metadata agrees.
     from importlib.metadata import version
     assert version("harness") == __version__
-    assert 'version = {attr = "harness.__version__"}' in (PROJECT_ROOT / "pyproject.toml").read_text()
+    assert 'version = {attr = "harness._version.__version__"}' in (PROJECT_ROOT / "pyproject.toml").read_text()
