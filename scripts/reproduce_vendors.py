@@ -6,8 +6,9 @@
 For every ``vendor-<set>-<submission>.resolved-preds.jsonl`` in ``--data`` (default
 ``../shared/swebench``) with its ``.resolved-claims.json``:
 
-1. **Selection**: the predictions and claimed ids whose instance is in the set's records and
-   whose base commit ``--repos-dir`` holds (as ``validate_whole_set.py`` selects), written
+1. **Selection**: the predictions and claimed ids whose instance is in the set's records,
+   whose base commit ``--repos-dir`` holds (as ``validate_whole_set.py`` selects) and which
+   the control graded (a vendor's patch is judged only where the reference was), written
    beside the run as ``predictions.jsonl`` and ``claims.json``; the others are counted by
    reason, never silently dropped.
 2. **Grading**: one ``harness run`` of those predictions, with ``--control`` (a reference run
@@ -57,7 +58,9 @@ def main(argv: list[str] | None = None) -> int:
         claims_file = preds_file.with_name(preds_file.name.replace(".resolved-preds.jsonl", ".resolved-claims.json"))
         predictions = [json.loads(line) for line in preds_file.read_text().splitlines() if line.strip()]
         claims = json.loads(claims_file.read_text())
-        kept = [p for p in predictions if p["instance_id"] in held]
+        no_control = [p["instance_id"] for p in predictions if p["instance_id"] in held
+                      and not (args.control / p["instance_id"] / "report.json").exists()]
+        kept = [p for p in predictions if p["instance_id"] in held and p["instance_id"] not in no_control]
         kept_ids = {p["instance_id"] for p in kept}
         run_id = f"{args.run_prefix}{submission}"
         work = args.output_dir.resolve() / f"{run_id}-inputs"
@@ -65,12 +68,13 @@ def main(argv: list[str] | None = None) -> int:
         (work / "predictions.jsonl").write_text("".join(json.dumps(p) + "\n" for p in kept))
         filtered = dict(claims, resolved=sorted(set(claims["resolved"]) & kept_ids),
                         note=f"{claims.get('note', '')}; only the {len(kept_ids)} instances whose base commit is in "
-                             f"{repos_dir} ({len(predictions) - len(kept)} others not graded here)")
+                             f"{repos_dir} and graded by the control {args.control} ({len(predictions) - len(kept)} others not graded here)")
         (work / "claims.json").write_text(json.dumps(filtered, indent=1))
         instances = work / "instances.jsonl"
         instances.write_text("".join(json.dumps(held[i]) + "\n" for i in sorted(kept_ids)))
         print(f"{submission}: {len(kept)} of {len(predictions)} resolved patches gradable here "
-              f"({len(predictions) - len(kept)} without their repository or base commit here)", flush=True)
+              f"({len(predictions) - len(kept) - len(no_control)} without their repository or base commit here, "
+              f"{len(no_control)} not graded by the control)", flush=True)
         subprocess.call([sys.executable, "-m", "harness", "run", "--instances", str(instances), "--predictions",
                          str(work / "predictions.jsonl"), "--repos-dir", str(repos_dir), "--no-clone",
                          "--control", str(args.control.resolve()), "--max-workers", str(args.max_workers),
