@@ -3,26 +3,19 @@ a module that imports back up the pipeline, even inside a function, fails here."
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.scripts import loaded_script
+
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "scripts" / "import_graph.py"
 
 
 @pytest.fixture(scope="module")
 def graph():
-    spec = importlib.util.spec_from_file_location("import_graph", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    try:
-        spec.loader.exec_module(module)
+    with loaded_script("import_graph") as module:
         yield module
-    finally:
-        sys.modules.pop(spec.name, None)
 
 
 def test_the_harness_package_has_no_import_circle(graph):

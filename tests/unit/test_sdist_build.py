@@ -4,20 +4,17 @@ path SWE-bench's builds took only then (docs/REAL_INSTANCES.md)."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "sdist_build.py"
+from tests.scripts import loaded_script
+
 
 
 @pytest.fixture(scope="module")
 def sdist_build():
-    spec = importlib.util.spec_from_file_location("sdist_build", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    with loaded_script("sdist_build") as module:
+        yield module
 
 
 def test_an_sdist_becomes_a_checkout_without_its_metadata_and_cython_output(tmp_path, sdist_build):

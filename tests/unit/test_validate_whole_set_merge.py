@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "validate_whole_set.py"
+from tests.scripts import loaded_script
+
 
 
 @pytest.fixture(scope="module")
 def script():
-    spec = importlib.util.spec_from_file_location("validate_whole_set", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    with loaded_script("validate_whole_set") as module:
+        yield module
 
 
 def _part(root: Path, ids: dict[str, tuple[str, str]], commit: str = "c0ffee") -> Path:
