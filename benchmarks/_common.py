@@ -341,9 +341,14 @@ def markdown_table(headers: list[str], rows: list[list]) -> str:
 
 
 def write_results(name: str, data: dict, out: Path | None) -> Path:
+    """Write the raw JSON atomically (a temporary file renamed over it): a reader, or a run
+    stopped while writing, sees the previous version or the new one, never half of one."""
     path = Path(out) if out else RESULTS_DIR / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1, default=str) + "\n")
+    text = json.dumps(data, indent=1, default=str) + "\n"
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False) as handle:
+        handle.write(text)
+    os.replace(handle.name, path)
     return path
 
 

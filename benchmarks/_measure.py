@@ -10,6 +10,10 @@
   seconds of a container removed long ago stay in its parent's count).
 * :func:`du` — bytes a directory occupies (blocks, each hard-linked file once).
 * :class:`Periodic` — a sampler thread.
+* :class:`StopSignals` — SIGTERM and SIGHUP raised as :class:`Stopped` in the main thread,
+  so that a benchmark stopped from outside still runs its ``finally`` blocks (writes what
+  it measured, stops its engine, unmounts its file system); Python's default would end
+  the process at once and leave the private engine running in a session of its own.
 
 Nothing here touches the shared engine.
 """
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -103,6 +108,9 @@ class LoopDisk:
     def unmount(self) -> None:
         if not self.mounted:
             return
+        # an engine that was killed leaves its layers' overlay mounts (and the bind mount
+        # of its overlay directory) inside; the file system cannot be unmounted under them
+        unmount_below(self.mount)
         for attempt in range(10):
             if subprocess.run(["umount", str(self.mount)], capture_output=True).returncode == 0:
                 break
@@ -115,6 +123,20 @@ class LoopDisk:
         self.unmount()
         self.image.unlink(missing_ok=True)
         shutil.rmtree(self.mount, ignore_errors=True)
+
+
+def mounts_below(path: Path) -> list[str]:
+    """Mount points strictly below ``path`` (``/proc/mounts``), deepest first."""
+    prefix = str(Path(path).resolve()).rstrip("/") + "/"
+    with open("/proc/mounts") as handle:
+        points = [line.split()[1].replace("\\040", " ") for line in handle]
+    return sorted((p for p in points if p.startswith(prefix)), key=len, reverse=True)
+
+
+def unmount_below(path: Path) -> None:
+    """Lazily unmount every mount point below ``path``, deepest first."""
+    for point in mounts_below(path):
+        subprocess.run(["umount", "-l", point], capture_output=True)
 
 
 # ----------------------------------------------------------------------------- CPU
@@ -132,11 +154,13 @@ def _cpuacct_v1() -> Path | None:
     return None
 
 
-def _v1_mounts() -> list[Path]:
+def _cgroup_mounts() -> list[Path]:
+    """Every cgroup hierarchy mounted: the v1 ones and the v2 one (on a hybrid system,
+    ``/sys/fs/cgroup/unified``, where the engine also makes the groups it is given)."""
     out = []
     for line in Path("/proc/mounts").read_text().splitlines():
         parts = line.split()
-        if len(parts) > 2 and parts[2] == "cgroup":
+        if len(parts) > 2 and parts[2] in ("cgroup", "cgroup2"):
             out.append(Path(parts[1]))
     return out
 
@@ -177,9 +201,7 @@ class CpuGroup:
 def remove_cgroup_tree(top: str) -> None:
     """Remove ``top`` (relative) and what is below it in every hierarchy (empty groups
     only: a group with a process in it stays, and says so by staying)."""
-    roots = _v1_mounts() or [CGROUP_ROOT]
-    if (CGROUP_ROOT / "cgroup.controllers").exists():
-        roots.append(CGROUP_ROOT)
+    roots = _cgroup_mounts() or [CGROUP_ROOT]
     for root in roots:
         base = root / top.strip("/")
         if not base.is_dir():
@@ -217,3 +239,41 @@ class Periodic:
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join(60)
+
+
+# ----------------------------------------------------------------------------- stopping
+
+class Stopped(BaseException):
+    """A stop signal arrived (a BaseException, like KeyboardInterrupt: no ``except
+    Exception`` on the way up swallows it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class StopSignals:
+    """While active, the first SIGTERM or SIGHUP raises :class:`Stopped` in the main
+    thread; later ones are ignored, so that the clean-up the first one started (stopping
+    the engine, unmounting) is not itself cut short. SIGKILL still ends everything."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self._previous: dict[int, object] = {}
+
+    def _handle(self, signum, _frame) -> None:
+        if self.received is not None:
+            return
+        self.received = signum
+        raise Stopped(signum)
+
+    def __enter__(self) -> "StopSignals":
+        for signum in self.SIGNALS:
+            self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)

@@ -295,13 +295,18 @@ def markdown(data: dict) -> str:
            f"held here ({data['selection']['how']}); --max-workers {data['max_workers']}", ""]
     for side in data["sides"]:
         runs = side["runs"]
-        out += [f"### {side['label']} ({side['commit'][:7]}), private engine {side['engine_version']}", "",
+        out += [f"### {side['label']} ({side['commit'][:7]}), private engine {side.get('engine_version', '?')}", "",
                 _table(RUN_HEADERS, [run_row(n, r) for n, r in runs.items()]), ""]
         if "changed" in runs:
             out += [f"*changed*: {side['changed_config']}.", ""]
         for name, run in runs.items():
             if run["stopped"]:
                 out += [f"**{name} stopped**: {run['stopped']}", ""]
+            elif not run.get("final", True):
+                out += [f"**{name} still running** when these figures were written ({len(run['reports'])} "
+                        f"reports after {_s(run['wall'])} s): a snapshot, not the run's totals.", ""]
+        if side.get("engine_version") is None:
+            out += ["The private engine never answered: nothing was measured on this side.", ""]
         if "cold" in runs:
             cold = runs["cold"]
             c = concurrency(cold["reports"])
@@ -321,6 +326,9 @@ def markdown(data: dict) -> str:
                     "#### Cost per repository and version (cold run)", "",
                     group_table(per_group(cold, data["versions"], "repo")), "",
                     group_table(per_group(cold, data["versions"], "version")), ""]
+    if data.get("stopped_by"):
+        out += [f"**The benchmark was stopped** ({data['stopped_by']}): the figures above are what it had "
+                "measured by then.", ""]
     if len(data["sides"]) > 1:
         out += ["### Side by side: cold runs", "",
                 _table(["side", *RUN_HEADERS[1:]], [run_row(s["label"], s["runs"]["cold"]) for s in data["sides"]
@@ -340,7 +348,8 @@ def disk_table(run: dict) -> str:
         kinds[image["kind"]][0] += 1
         kinds[image["kind"]][1] += image["own"]
     rows = [[f"images: {k}", n, _gb(b)] for k, (n, b) in sorted(kinds.items(), key=lambda kv: -kv[1][1])]
-    rows.append(["images, each layer once (engine's own count)", "", _gb(run["images"]["engine_bytes"])])
+    rows.append(["images, each layer once (engine's own count)", "", _gb(run["images"]["engine_bytes"])
+                 if run["images"].get("engine_bytes") is not None else "– (not read)"])
     rows.append(["engine data root on disk (file system used)", "", _gb(run["engine_final"])])
     rows += [[k, "", _gb(v)] for k, v in sorted(run["sizes_final"].items(), key=lambda kv: -kv[1]) if k != "this run"]
     return _table(["what", "count", "GB"], rows)

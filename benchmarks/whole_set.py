@@ -44,7 +44,12 @@ with the set (cumulative figures as instances finish) and the cost per repositor
 version. With ``--compare-with COMMIT`` the cold run is measured for that commit's harness
 (exported with ``git archive``) and then for this checkout, each on a fresh engine and cache.
 
-Run it in the background: a whole set cold takes hours on 2 cores.
+Run it in the background: a whole set cold takes hours on 2 cores. **Stopping it** (SIGTERM,
+SIGHUP, Ctrl-C) ends the harness's process group, stops the private engine, unmounts its file
+system and removes its cgroups and directories (unless ``--keep``); the raw JSON is rewritten
+atomically each time an instance finishes and at every run's end, so a run cut short (by a
+signal or by ``--min-free``) leaves its figures so far: its ``stopped`` says why, a run still
+going when the file was written has ``"final": false``, and ``stopped_by`` names the signal.
 """
 
 from __future__ import annotations
@@ -57,9 +62,11 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Callable
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parent.parent)]
 import _common as C  # noqa: E402
@@ -232,31 +239,48 @@ class Bench:
                                     preexec_fn=self.cpu["daemon"].join_self)
 
     def __enter__(self) -> "Bench":
-        for group in self.cpu.values():
-            group.create()
-        self.disk.create()
-        self.engine.start()
-        client = self.engine.client()
         try:
-            self.engine_version = client.version().get("Version", "?")
-            present = client.images.list(all=True)
-        finally:
-            client.close()
-        if present:
-            raise SystemExit(f"the private engine is not empty ({len(present)} images)")
+            for group in self.cpu.values():
+                group.create()
+            self.disk.create()
+            self.engine.start()
+            client = self.engine.client()
+            try:
+                self.engine_version = client.version().get("Version", "?")
+                present = client.images.list(all=True)
+            finally:
+                client.close()
+            if present:
+                raise SystemExit(f"the private engine is not empty ({len(present)} images)")
+        except BaseException:
+            self.__exit__()
+            raise
         return self
 
     def __exit__(self, *exc) -> None:
-        self.engine.stop()
-        if self.args.keep:
-            self.disk.unmount()
-            print(f"kept: {self.root} (engine file system {self.disk.image}, cache, runs)", file=sys.stderr)
-        else:
-            self.disk.remove()
-        M.remove_cgroup_tree(self.top)
+        """Engine, then its file system, then the cgroups and directories: each step runs
+        whatever the one before it did (a step that fails says so and the next runs)."""
+        steps = [("stop the private engine", self.engine.stop),
+                 ("unmount the engine's file system", self.disk.unmount if self.args.keep else self.disk.remove),
+                 ("remove the cgroups", lambda: M.remove_cgroup_tree(self.top))]
         if not self.args.keep:
-            shutil.rmtree(self.root, ignore_errors=True)
-            self.engine.remove_data()
+            steps += [("remove the work directory", lambda: shutil.rmtree(self.root, ignore_errors=True)),
+                      ("remove the engine's directory", self.engine.remove_data)]
+        interrupted: BaseException | None = None
+        for what, step in steps:
+            try:
+                step()
+            except Exception as exc:  # noqa: BLE001 — every later step must still run
+                print(f"clean-up: could not {what}: {exc!r}", file=sys.stderr)
+            except BaseException as exc:  # a stop signal during clean-up: finish it, then stop
+                interrupted = interrupted or exc
+        left = M.mounts_below(self.root) + M.mounts_below(self.engine.root)
+        if left:
+            print(f"clean-up: still mounted: {left}", file=sys.stderr)
+        if self.args.keep:
+            print(f"kept: {self.root} (engine file system {self.disk.image}, cache, runs)", file=sys.stderr)
+        if interrupted is not None:
+            raise interrupted
 
     def environment(self) -> dict:
         env = dict(os.environ, DOCKER_HOST=self.engine.url, HARNESS_STATE_DIR=str(self.state),
@@ -288,7 +312,12 @@ class Bench:
         return out
 
     # ------------------------------------------------------------------ one run
-    def run(self, name: str, run_id: str, instances: Path, extra: list[str]) -> dict:
+    def run(self, name: str, run_id: str, instances: Path, extra: list[str],
+            publish: Callable[[dict], None] = lambda result: None) -> dict:
+        """One ``harness run``, measured. ``publish`` receives a snapshot of the result each
+        time more instances have finished (``"final": False``) and the result at the end,
+        also when the run is stopped (a signal, the host's free space): a long run cut
+        short still leaves its figures."""
         args = self.args
         argv = [sys.executable, "-m", "harness.cli", "run", "--instances", str(instances), "--predictions", "gold",
                 "--repos-dir", str(args.repos_dir or args.data / "repos"), "--no-clone",
@@ -300,55 +329,97 @@ class Bench:
         cpu0, load0 = self.cpu_now(), os.getloadavg()
         last_sizes: dict = {"t": -1e9, "sizes": {}}
         stopped = {"why": ""}
+        published = {"done": 0}
         started, started_at = time.monotonic(), time.time()
         logs = self.root / "logs"
         logs.mkdir(exist_ok=True)
+
+        def result(samples: list[dict], *, final: bool, status: int | None = None, usage=None) -> dict:
+            """What is known of the run now; ``final`` once the harness has exited (or was ended)."""
+            good = [s for s in samples if "error" not in s]
+            cpu1 = self.cpu_now()
+            images = {"engine_bytes": None, "harness_bytes": None, "images": []}
+            if final:
+                try:
+                    client = self.engine.client(timeout=600)
+                    try:
+                        images = R.engine_images(client)
+                    finally:
+                        client.close()
+                except Exception as exc:  # noqa: BLE001 — a stopped run's engine may not answer
+                    images["error"] = repr(exc)
+            return {
+                "name": name, "run_id": run_id, "argv": argv, "final": final,
+                "exit_code": os.waitstatus_to_exitcode(status) if status is not None else None,
+                "stopped": stopped["why"], "wall": time.monotonic() - started, "started_at": started_at,
+                "rusage_cpu": usage.ru_utime + usage.ru_stime if usage is not None else None,
+                "cpu": {k: {"user": cpu1[k][0] - cpu0[k][0], "system": cpu1[k][1] - cpu0[k][1]} for k in cpu1},
+                "load_before": load0, "load_during": [s["load1"] for s in good],
+                "engine_final": self.disk.used(),
+                "sizes_final": self.sizes(run_dir) if final else dict(last_sizes["sizes"]),
+                "images": images, "samples": good, "sampler_errors": [s["error"] for s in samples if "error" in s],
+                "reports": R.read_run(run_dir, started_at), "summary": _read_json(run_dir / "summary.json"),
+                "wheels": R.wheel_sharing(self.cache / "wheelhouse"),
+                "stderr_tail": (logs / f"{name}.err").read_text(errors="replace")[-3000:],
+            }
+
+        proc: subprocess.Popen | None = None
+
+        def probe() -> dict:
+            t = time.monotonic() - started
+            sample = {"t": round(t, 1), "done": C.count_reports(run_dir), "engine": self.disk.used(),
+                      "host_free": M.free_bytes(args.work_dir), "load1": os.getloadavg()[0],
+                      "cpu": {k: round(u + s, 2) for k, (u, s) in self.cpu_now().items()}}
+            if t - last_sizes["t"] >= args.du_every:
+                last_sizes.update(t=t, sizes=self.sizes(run_dir))
+                sample["sizes"] = last_sizes["sizes"]
+            if sample["host_free"] < args.min_free * GB and not stopped["why"]:
+                stopped["why"] = (f"the host's free space fell to {sample['host_free'] / GB:.1f} GB "
+                                  f"(--min-free {args.min_free}): the run was stopped")
+                os.killpg(proc.pid, signal.SIGTERM)
+            if sample["done"] > published["done"]:
+                published["done"] = sample["done"]
+                publish(result([*sampler.samples, sample], final=False))
+            return sample
+
+        sampler = M.Periodic(probe, args.sample_every)
         with open(logs / f"{name}.out", "wb") as out, open(logs / f"{name}.err", "wb") as err:
-            proc = subprocess.Popen(argv, stdout=out, stderr=err, cwd=self.side.checkout or ROOT,
-                                    env=self.environment(), start_new_session=True,
-                                    preexec_fn=self.cpu["harness"].join_self)
-
-            def probe() -> dict:
-                t = time.monotonic() - started
-                sample = {"t": round(t, 1), "done": C.count_reports(run_dir), "engine": self.disk.used(),
-                          "host_free": M.free_bytes(args.work_dir), "load1": os.getloadavg()[0],
-                          "cpu": {k: round(u + s, 2) for k, (u, s) in self.cpu_now().items()}}
-                if t - last_sizes["t"] >= args.du_every:
-                    last_sizes.update(t=t, sizes=self.sizes(run_dir))
-                    sample["sizes"] = last_sizes["sizes"]
-                if sample["host_free"] < args.min_free * GB and not stopped["why"]:
-                    stopped["why"] = (f"the host's free space fell to {sample['host_free'] / GB:.1f} GB "
-                                      f"(--min-free {args.min_free}): the run was stopped")
-                    os.killpg(proc.pid, signal.SIGTERM)
-                return sample
-
-            with M.Periodic(probe, args.sample_every) as sampler:
-                _, status, usage = os.wait4(proc.pid, 0)
-            wall = time.monotonic() - started
-        cpu1 = self.cpu_now()
-        final_sizes = self.sizes(run_dir)
-        client = self.engine.client(timeout=600)
-        try:
-            images = R.engine_images(client)
-        finally:
-            client.close()
-        samples = [s for s in sampler.samples if "error" not in s]
-        result = {
-            "name": name, "run_id": run_id, "argv": argv, "exit_code": os.waitstatus_to_exitcode(status),
-            "stopped": stopped["why"], "wall": wall, "started_at": started_at,
-            "rusage_cpu": usage.ru_utime + usage.ru_stime,
-            "cpu": {k: {"user": cpu1[k][0] - cpu0[k][0], "system": cpu1[k][1] - cpu0[k][1]} for k in cpu1},
-            "load_before": load0, "load_during": [s["load1"] for s in samples],
-            "engine_final": self.disk.used(), "sizes_final": final_sizes, "images": images,
-            "samples": samples, "sampler_errors": [s["error"] for s in sampler.samples if "error" in s],
-            "reports": R.read_run(run_dir, started_at), "summary": _read_json(run_dir / "summary.json"),
-            "wheels": R.wheel_sharing(self.cache / "wheelhouse"),
-            "stderr_tail": (logs / f"{name}.err").read_text(errors="replace")[-3000:],
-        }
-        print(f"[{self.side.label}] {name}: {wall:.0f} s, exit {result['exit_code']}, "
-              f"{len(result['reports'])} reports, engine {result['engine_final'] / GB:.2f} GB"
+            try:
+                proc = subprocess.Popen(argv, stdout=out, stderr=err, cwd=self.side.checkout or ROOT,
+                                        env=self.environment(), start_new_session=True,
+                                        preexec_fn=self.cpu["harness"].join_self)
+                with sampler:
+                    _, status, usage = os.wait4(proc.pid, 0)
+            except BaseException as exc:
+                stopped["why"] = stopped["why"] or f"interrupted ({exc!r}): the run was stopped"
+                status, usage = _end_process_group(proc) if proc is not None else (None, None)
+                final = result(sampler.samples, final=True, status=status, usage=usage)
+                publish(final)
+                print(f"[{self.side.label}] {name}: {stopped['why']} after {final['wall']:.0f} s, "
+                      f"{len(final['reports'])} reports", file=sys.stderr, flush=True)
+                raise
+        final = result(sampler.samples, final=True, status=status, usage=usage)
+        publish(final)
+        print(f"[{self.side.label}] {name}: {final['wall']:.0f} s, exit {final['exit_code']}, "
+              f"{len(final['reports'])} reports, engine {final['engine_final'] / GB:.2f} GB"
               + (f"; {stopped['why']}" if stopped["why"] else ""), file=sys.stderr, flush=True)
-        return result
+        return final
+
+
+def _end_process_group(proc: subprocess.Popen, grace: float = 60.0):
+    """SIGTERM the harness's process group, SIGKILL it after ``grace`` s; (status, rusage)."""
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 30.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                return status, usage
+            time.sleep(0.5)
+    return None, None
 
 
 def _read_json(path: Path) -> dict | None:
@@ -358,21 +429,43 @@ def _read_json(path: Path) -> dict | None:
         return None
 
 
-def measure_side(args, side: Side, records: list[dict], runs: list[str]) -> dict:
+def measure_side(args, side: Side, records: list[dict], runs: list[str], results: "Results") -> dict:
+    out = {"label": side.label, "commit": side.commit, "runs": {}}
+    results.data["sides"].append(out)
     with Bench(args, side) as bench:
         instances = C.write_jsonl(bench.root / "instances.jsonl", records)
-        out = {"label": side.label, "commit": side.commit, "engine_version": bench.engine_version,
-               "engine_disk_cap": bench.disk.size_bytes, "runs": {}}
+        out.update(engine_version=bench.engine_version, engine_disk_cap=bench.disk.size_bytes)
         timeout = changed_timeout(records)
         plan = {"cold": ("cold", []), "warm": ("warm", []), "changed": ("warm", ["--timeout", str(timeout)]),
                 "resume": ("warm", ["--timeout", str(timeout)])}
         out["changed_config"] = f"--timeout {timeout} (the largest spec timeout of the set + 1 s)"
+        results.save()
         for name in runs:
             run_id, extra = plan[name]
-            out["runs"][name] = bench.run(name, run_id, instances, extra)
+
+            def publish(result: dict, name: str = name) -> None:
+                out["runs"][name] = result
+                results.save()
+            bench.run(name, run_id, instances, extra, publish)
             if out["runs"][name]["stopped"]:
                 break
         return out
+
+
+class Results:
+    """The raw JSON of this benchmark, rewritten atomically whenever it grows (from the
+    sampler thread as instances finish, and from the main thread), so that a run stopped
+    at any point leaves what it measured up to then."""
+
+    def __init__(self, data: dict, out: Path | None) -> None:
+        self.data, self.out = data, out
+        self.path: Path | None = None
+        self._lock = threading.Lock()
+
+    def save(self) -> Path:
+        with self._lock:
+            self.path = C.write_results("whole_set", self.data, self.out)
+            return self.path
 
 
 def main(argv=None) -> int:
@@ -394,31 +487,40 @@ def main(argv=None) -> int:
     sides = [Side("this checkout", None, machine["harness_commit_full"])]
     runs = list(args.runs)
     exported = None
-    if args.compare_with:
-        exported = Path(tempfile.mkdtemp(prefix="hxb-before-", dir=args.work_dir))
-        shutil.rmtree(exported)
-        sides.insert(0, export_commit(args.compare_with, exported))
-        runs = ["cold"]
-    print(f"{len(records)} instances ({selection['how']}), {len(sides)} side(s), runs {' '.join(runs)}; "
-          f"load {os.getloadavg()[0]:.2f}", file=sys.stderr, flush=True)
-    data = {"command": C.command_line(), "machine": machine, "selection": selection,
-            "instances": [r["instance_id"] for r in records],
-            "versions": {r["instance_id"]: [r["repo"], r["version"]] for r in records},
-            "max_workers": args.max_workers, "sides": [],
-            "pip_config": ("this machine's" if args.host_pip_config else
-                           f"none (PIP_CONFIG_FILE={os.devnull}, {', '.join(HOST_PIP_SETTINGS)} unset)")}
-    try:
-        for side in sides:
-            data["sides"].append(measure_side(args, side, records, runs))
-    finally:
-        if exported is not None:
-            shutil.rmtree(exported, ignore_errors=True)
-        data["machine"]["loadavg_at_end"] = os.getloadavg()
-        path = C.write_results("whole_set", data, args.out)
-        print(f"raw results: {path}", file=sys.stderr)
+    print(f"{len(records)} instances ({selection['how']}), {len(sides) + bool(args.compare_with)} side(s), "
+          f"runs {' '.join(['cold'] if args.compare_with else runs)}; load {os.getloadavg()[0]:.2f}",
+          file=sys.stderr, flush=True)
+    results = Results({"command": C.command_line(), "machine": machine, "selection": selection,
+                       "instances": [r["instance_id"] for r in records],
+                       "versions": {r["instance_id"]: [r["repo"], r["version"]] for r in records},
+                       "max_workers": args.max_workers, "sides": [], "complete": False,
+                       "pip_config": ("this machine's" if args.host_pip_config else
+                                      f"none (PIP_CONFIG_FILE={os.devnull}, {', '.join(HOST_PIP_SETTINGS)} unset)")},
+                      args.out)
+    data = results.data
+    code = 0
+    with M.StopSignals():
+        try:
+            if args.compare_with:
+                exported = Path(tempfile.mkdtemp(prefix="hxb-before-", dir=args.work_dir))
+                shutil.rmtree(exported)
+                sides.insert(0, export_commit(args.compare_with, exported))
+                runs = ["cold"]
+            for side in sides:
+                measure_side(args, side, records, runs, results)
+            data["complete"] = True
+        except (M.Stopped, KeyboardInterrupt) as exc:
+            data["stopped_by"] = f"{type(exc).__name__}: {exc}"
+            print(f"stopped ({data['stopped_by']}): what was measured is kept", file=sys.stderr)
+            code = 128 + (exc.signum if isinstance(exc, M.Stopped) else signal.SIGINT)
+        finally:
+            if exported is not None:
+                shutil.rmtree(exported, ignore_errors=True)
+            data["machine"]["loadavg_at_end"] = os.getloadavg()
+            print(f"raw results: {results.save()}", file=sys.stderr)
     if args.markdown:
         print(R.markdown(data))
-    return 0
+    return code
 
 
 if __name__ == "__main__":
