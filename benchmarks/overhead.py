@@ -203,6 +203,12 @@ def decompose(report: dict) -> dict[str, float]:
     }
 
 
+def _around_tests(sample: dict) -> float:
+    """What one harness run spent around its test command (``timings.wall`` minus the test
+    exec's own duration): the fixed cost without the suite's run-to-run noise."""
+    return sample["timings"]["wall"] - sample["decomposition"]["tests_cmd"]
+
+
 def _side_summary(side: str, runs: list[dict], bares: list[float]) -> dict:
     """Medians of another checkout's runs (paired with the bare runs of the same rounds)."""
     if not runs:
@@ -248,6 +254,19 @@ def main(argv=None) -> int:
         print(warm.stderr, file=sys.stderr)
         return 1
     warm_statuses = {iid: rp["status"] for iid, rp in C.read_reports(runs_dir / "warmup").items()}
+    # The other checkouts' images too: their environment and instance images carry their own
+    # content hashes, and a first round that builds them would be timed as overhead.
+    for side, checkout in (("before", args.before), ("middle", args.middle)):
+        if checkout is None:
+            continue
+        print(f"warm-up run of {len(ids)} instances with {checkout} ...", file=sys.stderr)
+        other = C.run_cli(C.harness_args(instances=instances_path, predictions=args.predictions,
+                                         run_id=f"warmup-{side}", output_dir=runs_dir,
+                                         extra=["--force", "--instance-ids", *ids], **common),
+                          checkout=checkout.resolve())
+        if other.returncode != 0:
+            print(other.stderr, file=sys.stderr)
+            return 1
 
     import docker
     from harness import demo
@@ -347,6 +366,8 @@ def main(argv=None) -> int:
             "before_statuses": sorted({s["status"] for s in before}),
             "before_median_cli_cpu_seconds": C.median(s["cli_cpu_seconds"] for s in before) if before else None,
             **_side_summary("middle", samples[iid]["middle"], bares),
+            "median_around_tests": C.median(_around_tests(s) for s in h),
+            "before_median_around_tests": C.median(_around_tests(s) for s in before) if before else None,
             "median_paired_monitor_cost": monitor_cost,
             "median_paired_ratio": C.median(ratios), "median_paired_overhead": C.median(paired),
             "median_cli_seconds": C.median(s["cli_seconds"] for s in h),
@@ -423,6 +444,8 @@ def main(argv=None) -> int:
                                 C.fmt(a["median_paired_overhead"], 3), str(int(d["execs"])),
                                 "-" if a["median_paired_monitor_cost"] is None
                                 else C.fmt(a["median_paired_monitor_cost"], 3),
+                                "-" if a["before_median_around_tests"] is None
+                                else C.fmt(a["before_median_around_tests"], 3), C.fmt(a["median_around_tests"], 3),
                                 "-" if a["before_median_cli_cpu_seconds"] is None
                                 else C.fmt(a["before_median_cli_cpu_seconds"]), C.fmt(a["median_cli_cpu_seconds"]),
                                 "/".join(a["before_statuses"]) + " → " + "/".join(a["statuses"])])
@@ -430,11 +453,13 @@ def main(argv=None) -> int:
                C.markdown_table(["instance", "bare (s)", "before: wall (s)", "before: overhead (s)",
                                  "before: docker execs", "after: wall (s)", "after: overhead (s)",
                                  "after: docker execs", "after: of which monitor+plugin (s)",
+                                 "before: around the tests (s)", "after: around the tests (s)",
                                  "before: CLI CPU (s)", "after: CLI CPU (s)", "status"],
                                 before_rows),
                "\n*overhead* = median over rounds of (wall − bare) paired by round; *docker execs* = exec "
                "round trips per instance (after: the set-up step and the test step; the others run inside "
-               "them); *CLI CPU* = user+system CPU of the whole `harness run` process (start-up and imports "
+               "them); *around the tests* = median of (report `timings.wall` − the test exec's own duration): "
+               "the harness's fixed cost without the suite's run-to-run noise; *CLI CPU* = user+system CPU of the whole `harness run` process (start-up and imports "
                "included), which machine load disturbs far less than wall time.\n"]
     if args.middle is not None:
         md += [f"### A third checkout ({args.middle}), interleaved in the same rounds\n",
