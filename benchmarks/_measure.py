@@ -10,6 +10,8 @@
   seconds of a container removed long ago stay in its parent's count).
 * :func:`du` — bytes a directory occupies (blocks, each hard-linked file once).
 * :class:`Periodic` — a sampler thread.
+* :class:`Results` — a benchmark's raw JSON, rewritten atomically as it grows.
+* :func:`end_process_group` — SIGTERM, then SIGKILL, a measured process group.
 * :class:`StopSignals` — SIGTERM and SIGHUP raised as :class:`Stopped` in the main thread,
   so that a benchmark stopped from outside still runs its ``finally`` blocks (writes what
   it measured, stops its engine, unmounts its file system); Python's default would end
@@ -28,6 +30,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Callable
+
+import _common
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 
@@ -277,3 +281,36 @@ class StopSignals:
     def __exit__(self, *exc) -> None:
         for signum, previous in self._previous.items():
             signal.signal(signum, previous)
+
+
+def end_process_group(proc: subprocess.Popen, grace: float = 60.0):
+    """SIGTERM the process group ``proc`` leads, SIGKILL it after ``grace`` s; its (status,
+    rusage), or (None, None) if it never ended."""
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 30.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                return status, usage
+            time.sleep(0.5)
+    return None, None
+
+
+class Results:
+    """A benchmark's raw JSON (``_common.write_results``), rewritten atomically whenever it
+    grows (from a sampler thread as instances finish, and from the main thread), so that a
+    run stopped at any point leaves what it measured up to then."""
+
+    def __init__(self, name: str, data: dict, out: Path | None) -> None:
+        self.name, self.data, self.out = name, data, out
+        self.path: Path | None = None
+        self._lock = threading.Lock()
+
+    def save(self) -> Path:
+        with self._lock:
+            self.path = _common.write_results(self.name, self.data, self.out)
+            return self.path

@@ -160,7 +160,7 @@ def run_tests(bench: "W.Bench", name: str, args, publish) -> dict:
                 _, status, usage = os.wait4(proc.pid, 0)
         except BaseException as exc:
             stopped["why"] = stopped["why"] or f"interrupted ({exc!r})"
-            status, usage = W._end_process_group(proc) if proc is not None else (None, None)
+            status, usage = M.end_process_group(proc) if proc is not None else (None, None)
             publish(result(status, usage))
             raise
     final = result(status, usage)
@@ -235,7 +235,7 @@ def main(argv=None) -> int:
     machine = W.machine_facts(args.work_dir)
     data = {"command": C.command_line(), "machine": machine, "tests": args.tests, "runs": {}, "complete": False,
             "pip_config": "this machine's" if args.host_pip_config else f"none (PIP_CONFIG_FILE={os.devnull})"}
-    results = W.Results(data, args.out or C.RESULTS_DIR / "ci_sample_cost.json")
+    results = M.Results("ci_sample_cost", data, args.out)
     code = 0
     with M.StopSignals():
         try:

@@ -62,7 +62,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -392,7 +391,7 @@ class Bench:
                     _, status, usage = os.wait4(proc.pid, 0)
             except BaseException as exc:
                 stopped["why"] = stopped["why"] or f"interrupted ({exc!r}): the run was stopped"
-                status, usage = _end_process_group(proc) if proc is not None else (None, None)
+                status, usage = M.end_process_group(proc) if proc is not None else (None, None)
                 final = result(sampler.samples, final=True, status=status, usage=usage)
                 publish(final)
                 print(f"[{self.side.label}] {name}: {stopped['why']} after {final['wall']:.0f} s, "
@@ -406,22 +405,6 @@ class Bench:
         return final
 
 
-def _end_process_group(proc: subprocess.Popen, grace: float = 60.0):
-    """SIGTERM the harness's process group, SIGKILL it after ``grace`` s; (status, rusage)."""
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 30.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            pass
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                return status, usage
-            time.sleep(0.5)
-    return None, None
-
-
 def _read_json(path: Path) -> dict | None:
     try:
         return json.loads(path.read_text())
@@ -429,7 +412,7 @@ def _read_json(path: Path) -> dict | None:
         return None
 
 
-def measure_side(args, side: Side, records: list[dict], runs: list[str], results: "Results") -> dict:
+def measure_side(args, side: Side, records: list[dict], runs: list[str], results: "M.Results") -> dict:
     out = {"label": side.label, "commit": side.commit, "runs": {}}
     results.data["sides"].append(out)
     with Bench(args, side) as bench:
@@ -450,22 +433,6 @@ def measure_side(args, side: Side, records: list[dict], runs: list[str], results
             if out["runs"][name]["stopped"]:
                 break
         return out
-
-
-class Results:
-    """The raw JSON of this benchmark, rewritten atomically whenever it grows (from the
-    sampler thread as instances finish, and from the main thread), so that a run stopped
-    at any point leaves what it measured up to then."""
-
-    def __init__(self, data: dict, out: Path | None) -> None:
-        self.data, self.out = data, out
-        self.path: Path | None = None
-        self._lock = threading.Lock()
-
-    def save(self) -> Path:
-        with self._lock:
-            self.path = C.write_results("whole_set", self.data, self.out)
-            return self.path
 
 
 def main(argv=None) -> int:
@@ -490,7 +457,7 @@ def main(argv=None) -> int:
     print(f"{len(records)} instances ({selection['how']}), {len(sides) + bool(args.compare_with)} side(s), "
           f"runs {' '.join(['cold'] if args.compare_with else runs)}; load {os.getloadavg()[0]:.2f}",
           file=sys.stderr, flush=True)
-    results = Results({"command": C.command_line(), "machine": machine, "selection": selection,
+    results = M.Results("whole_set", {"command": C.command_line(), "machine": machine, "selection": selection,
                        "instances": [r["instance_id"] for r in records],
                        "versions": {r["instance_id"]: [r["repo"], r["version"]] for r in records},
                        "max_workers": args.max_workers, "sides": [], "complete": False,
