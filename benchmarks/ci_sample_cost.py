@@ -127,25 +127,29 @@ def run_tests(bench: "W.Bench", name: str, args, publish) -> dict:
         t = time.monotonic() - started
         sample = {"t": round(t, 1), "engine": bench.disk.used(), "host_free": M.free_bytes(args.work_dir),
                   "load1": os.getloadavg()[0], "cpu": {k: round(u + s, 2) for k, (u, s) in bench.cpu_now().items()}}
-        if t - last_sizes["t"] >= args.du_every:
-            last_sizes.update(t=t, sizes=bench.sizes(None))
-            sample["sizes"] = last_sizes["sizes"]
         if sample["host_free"] < args.min_free * GB and not stopped["why"]:
             stopped["why"] = f"the host's free space fell to {sample['host_free'] / GB:.1f} GB: the tests were stopped"
             os.killpg(proc.pid, signal.SIGTERM)
+        if t - last_sizes["t"] >= args.du_every:
+            last_sizes.update(t=t, sizes=bench.sizes(None))
+            sample["sizes"] = last_sizes["sizes"]
+            publish(result(None, None, [*sampler.samples, sample], final=False))
         return sample
 
-    def result(status, usage) -> dict:
+    def result(status, usage, samples: list[dict], final: bool = True) -> dict:
+        """The run's figures; ``final`` once pytest has exited (a snapshot otherwise)."""
         cpu1 = bench.cpu_now()
         stdout = (logs / f"{name}.out").read_text(errors="replace")
-        samples = [s for s in sampler.samples if "error" not in s]
-        return {"name": name, "argv": argv, "exit_code": os.waitstatus_to_exitcode(status) if status is not None
-                else None, "stopped": stopped["why"], "wall": time.monotonic() - started, "started_at": started_at,
+        samples = [s for s in samples if "error" not in s]
+        return {"name": name, "argv": argv, "final": final,
+                "exit_code": os.waitstatus_to_exitcode(status) if status is not None else None,
+                "stopped": stopped["why"], "wall": time.monotonic() - started, "started_at": started_at,
                 "rusage_cpu": usage.ru_utime + usage.ru_stime if usage is not None else None,
                 "cpu": {k: {"user": cpu1[k][0] - cpu0[k][0], "system": cpu1[k][1] - cpu0[k][1]} for k in cpu1},
                 "load_before": load0, "load_during": [s["load1"] for s in samples],
                 "engine_peak": max([s["engine"] for s in samples] + [bench.disk.used()]),
-                "engine_final": bench.disk.used(), "sizes_final": bench.sizes(None), "samples": samples,
+                "engine_final": bench.disk.used(),
+                "sizes_final": bench.sizes(None) if final else dict(last_sizes["sizes"]), "samples": samples,
                 "durations": durations(stdout), "tests": junit_outcomes(junit),
                 "summary_line": next((line for line in reversed(stdout.splitlines()) if line.startswith("=")), ""),
                 "stdout_tail": stdout[-6000:],
@@ -161,9 +165,9 @@ def run_tests(bench: "W.Bench", name: str, args, publish) -> dict:
         except BaseException as exc:
             stopped["why"] = stopped["why"] or f"interrupted ({exc!r})"
             status, usage = M.end_process_group(proc) if proc is not None else (None, None)
-            publish(result(status, usage))
+            publish(result(status, usage, sampler.samples))
             raise
-    final = result(status, usage)
+    final = result(status, usage, sampler.samples)
     publish(final)
     print(f"{name}: {final['wall']:.0f} s, pytest exit {final['exit_code']}: {final['summary_line']}; engine "
           f"{final['engine_final'] / GB:.2f} GB", file=sys.stderr, flush=True)
@@ -212,6 +216,9 @@ def markdown(data: dict) -> str:
         bad = [t for t in r["tests"] if t["outcome"] in ("failed", "error")]
         if r["stopped"]:
             out += [f"**{name} stopped**: {r['stopped']}", ""]
+        elif not r.get("final", True):
+            out += [f"**{name} still running** when these figures were written (after {_s(r['wall'])} s): "
+                    "a snapshot.", ""]
         for t in bad:
             out += [f"**{name}: {t['test']} {t['outcome']}**:", "", "```", t["detail"].strip()[-1500:], "```", ""]
     if data.get("stopped_by"):
