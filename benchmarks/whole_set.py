@@ -457,13 +457,13 @@ def main(argv=None) -> int:
     print(f"{len(records)} instances ({selection['how']}), {len(sides) + bool(args.compare_with)} side(s), "
           f"runs {' '.join(['cold'] if args.compare_with else runs)}; load {os.getloadavg()[0]:.2f}",
           file=sys.stderr, flush=True)
-    results = M.Results("whole_set", {"command": C.command_line(), "machine": machine, "selection": selection,
-                       "instances": [r["instance_id"] for r in records],
-                       "versions": {r["instance_id"]: [r["repo"], r["version"]] for r in records},
-                       "max_workers": args.max_workers, "sides": [], "complete": False,
-                       "pip_config": ("this machine's" if args.host_pip_config else
-                                      f"none (PIP_CONFIG_FILE={os.devnull}, {', '.join(HOST_PIP_SETTINGS)} unset)")},
-                      args.out)
+    pip_config = ("this machine's" if args.host_pip_config else
+                  f"none (PIP_CONFIG_FILE={os.devnull}, {', '.join(HOST_PIP_SETTINGS)} unset)")
+    results = M.Results("whole_set", {
+        "command": C.command_line(), "machine": machine, "selection": selection,
+        "instances": [r["instance_id"] for r in records],
+        "versions": {r["instance_id"]: [r["repo"], r["version"]] for r in records},
+        "max_workers": args.max_workers, "sides": [], "complete": False, "pip_config": pip_config}, args.out)
     data = results.data
     code = 0
     with M.StopSignals():
