@@ -277,7 +277,6 @@ def main(argv=None) -> int:
     warm_statuses = {iid: rp["status"] for iid, rp in C.read_reports(runs_dir / "warmup").items()}
 
     import docker
-    from harness import demo
     from harness.repos import RepoResolver
     from harness.batch import BatchRunner, run_scope
     from harness.paths import RunPaths
@@ -286,8 +285,6 @@ def main(argv=None) -> int:
     from harness.tasks import RunConfig, Task
     client = docker.from_env(timeout=600)
     overrides = {name: Path(path).expanduser().resolve() for name, path in (r.split("=", 1) for r in args.repo)}
-    if args.repos_dir is None and any(i.repo.startswith(demo.DEMO_OWNER + "/") for i in loaded.instances):
-        overrides = {**demo.build_demo_repos(demo.DEMO_DIR, args.cache_dir / "demo-repos"), **overrides}
     resolver = RepoResolver(args.cache_dir, args.repos_dir, overrides, allow_clone=False)
     from harness import logs
     logs.configure(runs_dir / "bare-setup.log", quiet=True)
