@@ -35,7 +35,8 @@ from harness.grading.verdict import final_verdict
 from harness.logs import get_logger
 from harness.paths import RunPaths
 from harness.preparation import Preparer
-from harness.report import InstanceResult, load_report, write_json_atomic, write_text_atomic
+from harness.report import InstanceResult, load_report
+from harness.atomic import write_json_atomic, write_text_atomic
 from harness.runner import TaskEvaluator
 from harness.tasks import RunConfig, Task, TaskOutcome, TaskRequest
 

@@ -218,7 +218,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     from harness.instances import load_instances
     from harness.validity import instance_validity, render_markdown, validity_report
-    from harness.report import write_json_atomic, write_text_atomic
+    from harness.atomic import write_json_atomic, write_text_atomic
     from harness.paths import safe_run_id
     instances_path, dataset = resolve_instance_source(args)
     named = Path(dataset["source"]).name if dataset else instances_path.stem
@@ -254,7 +254,7 @@ def _validation_seed(root: Path, given: int | None) -> int:
     when it started, else a fresh one (recorded)."""
     import json
     import secrets
-    from harness.report import write_json_atomic
+    from harness.atomic import write_json_atomic
     path = root / "canary-seed.json"
     try:
         recorded = json.loads(path.read_text()).get("canary_seed")

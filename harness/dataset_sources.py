@@ -95,7 +95,7 @@ def read_dataset(source: str, split: str = "test") -> DatasetRecords:
 def materialise(source: str, split: str, cache_dir: Path) -> MaterialisedDataset:
     """Read ``source`` and write its records to ``<cache>/datasets/<name>-<hash>.jsonl``
     (atomically; the same content gives the same file)."""
-    from harness.report import write_text_atomic
+    from harness.atomic import write_text_atomic
     read = read_dataset(source, split)
     lines = [json.dumps(record, sort_keys=True, ensure_ascii=False) for record in read.records]
     text = "".join(line + "\n" for line in lines)

@@ -26,7 +26,8 @@ from harness.integrity.evidence import parse_evidence
 from harness.integrity.judge import RunContext, apply_judgement, judge_run
 from harness.integrity.perturbed import apply_perturbed
 from harness.patches import patch_files
-from harness.report import InstanceResult, summarise, write_json_atomic
+from harness.report import InstanceResult, summarise
+from harness.atomic import write_json_atomic
 from harness.runners import get_runner
 
 

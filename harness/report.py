@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from harness._version import __version__
-from harness.atomic import atomic_open
 from harness.grading.status import ErrorReason, InstanceStatus
 
 #: Version of the report.json / summary.json layout.
@@ -314,28 +313,9 @@ def summarise_run_directory(run_id: str, model: str, root: Path, set_ids: Iterab
     return summary
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON to a temporary file in the same directory, fsync, then rename."""
-    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
-
-
-def encode_text(text: str) -> bytes:
-    """UTF-8, bytes smuggled in by ``surrogateescape`` restored; any other lone surrogate
-    (a hostile JSON string) written escaped rather than crashing the batch."""
-    try:
-        return text.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "backslashreplace")
-
-
 def load_report(path: Path) -> InstanceResult | None:
     """The result a ``report.json`` holds, or None when it is absent or unreadable."""
     try:
         return InstanceResult.from_report(json.loads(Path(path).read_text()))
     except (OSError, ValueError, KeyError, TypeError):
         return None
-
-
-def write_text_atomic(path: Path, text: str | bytes) -> None:
-    with atomic_open(path, "wb") as handle:
-        handle.write(encode_text(text) if isinstance(text, str) else text)

@@ -226,7 +226,8 @@ class _Session:
         from harness.engine.sandbox import Limits
         from harness.evaluation import EvalConfig
         from harness.executors import make_executor
-        from harness.report import summarise_run_directory, write_json_atomic
+        from harness.report import summarise_run_directory
+        from harness.atomic import write_json_atomic
         from harness.repos import RepoResolver
         from harness.preparation import Preparer
         from harness.tasks import RunConfig, iter_tasks
@@ -412,7 +413,7 @@ def _predictions_arg(predictions: PredictionsInput, model: str | None, cache: Pa
 def _pinned_jsonl(cache: Path, kind: str, records: list) -> Path:
     """Records written once under the cache, named by their content (a re-run with the
     same records finds the same file, so a pinned manifest still matches)."""
-    from harness.report import write_text_atomic
+    from harness.atomic import write_text_atomic
     try:
         text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in records)
     except (TypeError, ValueError) as exc:

@@ -17,7 +17,7 @@ from typing import Callable
 
 from harness.integrity.corpus import STOPPED, CorpusAttack, build_corpus
 from harness.integrity.corpus.target import make_target
-from harness.report import write_json_atomic, write_text_atomic
+from harness.atomic import write_json_atomic, write_text_atomic
 
 MODEL = "harness-audit"
 

@@ -196,7 +196,7 @@ def write_layout(run_dir: Path, run_id: str, model: str, instance_ids: Iterable[
                  predictions: Mapping[str, str | None], report_dir: Path | None = None) -> WrittenLayout:
     """Write SWE-bench's layout for every graded instance of ``run_dir`` and the run report
     over ``instance_ids`` (atomically, file by file; a re-run rewrites them)."""
-    from harness.report import write_json_atomic, write_text_atomic
+    from harness.atomic import write_json_atomic, write_text_atomic
     run_dir = Path(run_dir)
     model_dir = run_dir / LOGS / run_id / model_dirname(model)
     graded = first_attempts(run_dir)

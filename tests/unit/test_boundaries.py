@@ -12,7 +12,7 @@ from harness.instances import load_instances, parse_instance, read_records
 from harness.patches import MAX_PATCH_FILES, check_model_patch
 from harness.paths import RunPaths, id_problem, safe_run_id
 from harness.predictions import Prediction, load_predictions
-from harness.report import write_text_atomic
+from harness.atomic import write_text_atomic
 from tests.patchgen import demo_instance
 
 

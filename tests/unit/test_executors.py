@@ -20,7 +20,8 @@ from harness.grading.status import ErrorReason, InstanceStatus
 from harness.instances import Instance
 from harness.locks import run_directory_lock
 from harness.predictions import Prediction
-from harness.report import InstanceResult, summarise_run_directory, write_json_atomic
+from harness.report import InstanceResult, summarise_run_directory
+from harness.atomic import write_json_atomic
 from harness.tasks import RunConfig, Task, TaskOutcome, TaskRequest
 
 
