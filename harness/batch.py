@@ -166,7 +166,7 @@ class BatchRunner:
             result = outcome.result
             control = (record_control(result, task.instance, self.config.control_dir)
                        if self.config.control_dir is not None else None)
-            final_verdict(result, task.instance, reference=task.is_reference, control=control)
+            final_verdict(result, reference=task.is_reference, control=control)
             self._write(directory, task, result, outcome)
         with self._lock:
             self._spool.write(json.dumps({"key": task.key, "instance_id": task.instance.instance_id,

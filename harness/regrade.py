@@ -93,7 +93,7 @@ def regrade_run(run_dir: Path) -> dict:
             if isinstance(perturbed, dict) and "perturbations" in perturbed and result.status is InstanceStatus.FULL:
                 apply_perturbed(result, perturbed, {k: v for k, v in (perturbed.get("proof") or {}).items()
                                                     if isinstance(v, str)}, reference)
-            final_verdict(result, instance, reference=reference, control=control)
+            final_verdict(result, reference=reference, control=control)
             write_json_atomic(report_path, result.to_report())
         if before != (result.status, result.error_reason):
             changed.append(result.instance_id)

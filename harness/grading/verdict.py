@@ -14,40 +14,49 @@ remain, and both callers apply them through :func:`final_verdict` in the same or
 The live run settles the origin as each evaluation ends (:mod:`harness.evaluation`) and
 calls :func:`final_verdict` when the driver records the result (:mod:`harness.batch`),
 with the control's facts; ``harness report`` (:mod:`harness.regrade`) calls it with the
-facts the report recorded. Pure: it reads and changes the result only.
+facts the report recorded. Pure: it reads and changes the result only, through the
+fields :class:`Judged` names (:class:`harness.report.InstanceResult` has them), so the
+rules need nothing from the layers that build or store results.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from harness.grading.origins import evidence_origin, same_failure_as_control
 from harness.grading.status import ErrorReason, InstanceStatus
-
-if TYPE_CHECKING:  # pragma: no cover
-    from harness.instances import Instance
-    from harness.report import InstanceResult
 
 #: flags and details apply_control decides (cleared before it decides them again)
 CONTROL_FLAGS = ("failed_like_control", "collected_fewer_than_control")
 CONTROL_DETAILS = ("control_error_reason", "control_collected", "not_collected_but_in_control")
 
 
-def final_verdict(result: InstanceResult, instance: Instance, *, reference: bool, control: dict | None) -> None:
+class Judged(Protocol):
+    """The fields of a judged result the two rules read and set."""
+
+    status: InstanceStatus
+    error_reason: ErrorReason | None
+    origin: str | None
+    collected: list[str]
+    integrity_flags: list[str]
+    integrity_details: dict[str, Any]
+
+
+def final_verdict(result: Judged, *, reference: bool, control: dict | None) -> None:
     """Settle ``result``'s origin by the evidence, then judge it against its control's
     facts (when it has a control)."""
     settle_origin(result, reference)
     if control is not None:
-        apply_control(result, instance, control)
+        apply_control(result, control)
 
 
-def settle_origin(result: InstanceResult, reference_patch: bool) -> None:
+def settle_origin(result: Judged, reference_patch: bool) -> None:
     """Charge an INVALID result by the evidence (:mod:`harness.grading.origins`)."""
     origin = evidence_origin(result.error_reason, reference_patch=reference_patch)
     result.origin = origin if result.error_reason and origin != result.error_reason.origin else None
 
 
-def apply_control(result: InstanceResult, instance: Instance, facts: dict) -> None:
+def apply_control(result: Judged, facts: dict) -> None:
     """Flag ``result`` and settle its origin against the control's ``facts`` (see the module docstring)."""
     result.integrity_flags = [f for f in result.integrity_flags if f not in CONTROL_FLAGS]
     for key in CONTROL_DETAILS:

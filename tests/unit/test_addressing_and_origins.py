@@ -162,10 +162,10 @@ def test_a_model_run_failing_like_its_control_is_charged_to_the_environment(tmp_
         return InstanceResult("x__y-1", "x/y", "m", InstanceStatus.INVALID, error_reason=ErrorReason.COLLECTION_ERROR,
                               integrity_details={"collection_errors": files})
     same = model_run(["t/test_a.py"])
-    final_verdict(same, inst, reference=False, control=record_control(same, inst, tmp_path))
+    final_verdict(same, reference=False, control=record_control(same, inst, tmp_path))
     assert same.error_origin == "harness" and "failed_like_control" in same.integrity_flags
     worse = model_run(["t/test_a.py", "t/test_b.py"])     # the model broke another module too
-    final_verdict(worse, inst, reference=False, control=record_control(worse, inst, tmp_path))
+    final_verdict(worse, reference=False, control=record_control(worse, inst, tmp_path))
     assert worse.error_origin == "model" and "failed_like_control" not in worse.integrity_flags
 
 
@@ -181,14 +181,14 @@ def test_the_control_facts_a_run_records_decide_alike_when_applied_again(tmp_pat
                              integrity_details={"skipped_or_xfailed": {"t/test_a.py::test_keep": "SKIPPED"}})
     write_json_atomic(tmp_path / "x__y-1" / "report.json", control.to_report())
     run = InstanceResult("x__y-1", "x/y", "m", InstanceStatus.NO, collected=["t/test_a.py::test_fix"])
-    final_verdict(run, inst, reference=False, control=record_control(run, inst, tmp_path))
+    final_verdict(run, reference=False, control=record_control(run, inst, tmp_path))
     facts = run.integrity_details["control"]
     assert facts["skipped"] == ["t/test_a.py::test_keep"] and facts["collected"] == ["t/test_a.py::test_keep"]
     first = (list(run.integrity_flags), dict(run.integrity_details), run.error_origin)
     assert first[0] == ["collected_fewer_than_control"]
     run.integrity_flags = []                                   # what the re-grade keeps of them
-    apply_control(run, inst, recorded_facts(run))
-    apply_control(run, inst, recorded_facts(run))              # and again: no duplicates
+    apply_control(run, recorded_facts(run))
+    apply_control(run, recorded_facts(run))              # and again: no duplicates
     assert (run.integrity_flags, run.integrity_details, run.error_origin) == first
 
     legacy = InstanceResult("x__y-1", "x/y", "m", InstanceStatus.INVALID, error_reason=ErrorReason.TIMEOUT,
@@ -196,7 +196,7 @@ def test_the_control_facts_a_run_records_decide_alike_when_applied_again(tmp_pat
                             integrity_details={"control_error_reason": "timeout"})
     facts = recorded_facts(legacy)
     legacy.integrity_flags = []
-    apply_control(legacy, inst, facts)
+    apply_control(legacy, facts)
     assert legacy.integrity_flags == ["failed_like_control"] and legacy.error_origin == "harness"
 
 
@@ -219,16 +219,15 @@ def test_the_final_verdict_settles_the_origin_before_the_control_has_its_say():
     a model run that timed out like its control is the environment's, although the origin
     rule alone charges a timeout to the model."""
     from harness.grading.verdict import final_verdict
-    inst = parse_instance(_record())
 
     def timed_out() -> InstanceResult:
         return InstanceResult("x__y-1", "x/y", "m", InstanceStatus.INVALID, error_reason=ErrorReason.TIMEOUT)
     alone = timed_out()
-    final_verdict(alone, inst, reference=False, control=None)
+    final_verdict(alone, reference=False, control=None)
     assert alone.error_origin == "model" and alone.integrity_flags == []
     like_control = timed_out()
-    final_verdict(like_control, inst, reference=False, control={"error_reason": "timeout"})
+    final_verdict(like_control, reference=False, control={"error_reason": "timeout"})
     assert like_control.error_origin == "harness" and like_control.integrity_flags == ["failed_like_control"]
     reference = timed_out()
-    final_verdict(reference, inst, reference=True, control=None)
+    final_verdict(reference, reference=True, control=None)
     assert reference.error_origin == "harness"
