@@ -179,7 +179,7 @@ class Preparer:
 
     def _spec(self, instance: Instance) -> EnvSpec:
         spec = self.specs.get(instance.repo, instance.version)
-        from harness.runners.checks import instance_id_problem
+        from harness.instance_checks import instance_id_problem
         problem = instance_id_problem(instance, spec.runner, spec.id_convention)
         if problem is not None:
             raise problem

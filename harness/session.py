@@ -231,7 +231,7 @@ class _Session:
         from harness.repos import RepoResolver
         from harness.preparation import Preparer
         from harness.tasks import RunConfig, iter_tasks
-        from harness.runners.checks import refuse_unaddressable
+        from harness.instance_checks import refuse_unaddressable
         from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry
 
         logs.configure(paths.log, quiet=self.quiet, verbose=self.verbose)

@@ -178,7 +178,7 @@ def gradable_tests(instance: Instance, convention: str = "pytest") -> tuple[Test
     reports them, so they are left out of grading and listed in the report
     (``integrity.ignored_test_ids``) and by ``harness validate``. Any other id the
     convention cannot address is refused before anything runs
-    (harness/runners/checks.py), never dropped here.
+    (harness/instance_checks.py), never dropped here.
     """
     kinds = get_convention(convention).classify
     ignored = [t for t in (*instance.fail_to_pass, *instance.pass_to_pass) if kinds(t) is IdKind.LOG_FRAGMENT]

@@ -1,5 +1,5 @@
 """No silent drops (ids a runner cannot address are refused before anything runs), and
-origins that follow the evidence (harness/runners/checks.py, harness/grading/origins.py,
+origins that follow the evidence (harness/instance_checks.py, harness/grading/origins.py,
 the judgement in harness/evaluation.py)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from harness.grading.origins import evidence_origin, same_failure_as_control
 from harness.grading.status import ErrorReason, InstanceStatus, TestStatus
 from harness.instances import parse_instance
 from harness.report import InstanceResult, summarise
-from harness.runners.checks import instance_id_problem, refuse_unaddressable
+from harness.instance_checks import instance_id_problem, refuse_unaddressable
 from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry
 
 #: SWE-bench's published records (../shared/swebench beside the checkout; $HARNESS_SWEBENCH_DATA)
