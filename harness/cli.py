@@ -50,7 +50,7 @@ def _repo_override(text: str) -> tuple[str, Path]:
 
 
 def _cores(text: str) -> float:
-    from harness.engine.cpus import check_cap
+    from harness.spec_fields import check_cap
     try:
         return check_cap(float(text), "--cpus")
     except ValueError:

@@ -48,6 +48,7 @@ import yaml
 
 from harness import resources
 from harness.errors import InputError, UnknownNameError
+from harness.spec_fields import check_cap, parse_interpreter_source, runner_fields
 from harness.spec_layers import Resolved, SpecFile, listed_versions, resolve, version_order
 
 #: Where the project's own specs and base-image definitions live: ``images/``, shipped in
@@ -439,9 +440,8 @@ def _build(repo: str, version: str, merged: dict, source: str) -> EnvSpec:
     build_requires = str_list("build_requires") if merged.get("build_requires") is not None else None
     interpreter = str_map("interpreter", "source fields (see images/bases.yaml pythons)")
     if interpreter:
-        from harness.engine.interpreters import parse_source
         try:
-            parse_source(dict(interpreter), where="interpreter")
+            parse_interpreter_source(dict(interpreter), where="interpreter")
         except InputError as exc:
             raise fail("interpreter", str(exc)) from None
     submodules = str_map("submodules", "path to OWNER/NAME")
@@ -471,8 +471,7 @@ def _build(repo: str, version: str, merged: dict, source: str) -> EnvSpec:
     canaries = merged.get("canaries")
     if canaries is not None and (not isinstance(canaries, int) or isinstance(canaries, bool) or canaries < 0):
         raise fail("canaries", f"must be a whole number of canaries (0 turns them off), got {canaries!r}")
-    runner, parser, convention = _runner_fields(merged, fail)
-    from harness.engine.cpus import check_cap
+    runner, parser, convention = runner_fields(merged, fail)
     try:
         cpus = check_cap(merged.get("cpus"), "cpus")
     except ValueError as exc:
@@ -498,28 +497,3 @@ def _build(repo: str, version: str, merged: dict, source: str) -> EnvSpec:
         yield_to_tree=str_list("yield_to_tree"), build_inputs=str_list("build_inputs"), canaries=canaries,
         cpus=cpus, source=source,
     )
-
-
-def _runner_fields(merged: dict, fail) -> tuple[str, str, str]:
-    """``runner``, ``parser`` and ``id_convention``, checked against each other: the parser
-    must read what the runner writes and the runner must address the convention's ids."""
-    from harness.errors import UnknownNameError
-    from harness.grading.conventions import get_convention
-    from harness.runners import get_runner
-    try:
-        runner = get_runner(str(merged.get("runner") or "pytest"))
-        parser = str(merged.get("parser") or runner.default_parser)
-        convention = get_convention(str(merged.get("id_convention") or runner.default_convention)).name
-    except UnknownNameError as exc:
-        message = str(exc).split(": ", 1)[-1] if exc.field else str(exc)
-        raise fail(exc.field or "runner", message) from None
-    if parser not in runner.parsers:
-        raise fail("parser", f"{parser!r} does not read what the {runner.name} runner writes "
-                             f"(use one of: {', '.join(runner.parsers)})")
-    if convention not in runner.conventions:
-        raise fail("id_convention", f"the {runner.name} runner cannot address {convention!r} test ids "
-                                    f"(it addresses: {', '.join(runner.conventions)})")
-    problem = runner.check_test_cmd(str(merged.get("test_cmd") or "pytest -rA"))
-    if problem:
-        raise fail("test_cmd", problem)
-    return runner.name, parser, convention

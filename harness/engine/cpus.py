@@ -71,15 +71,6 @@ class CpuLimit:
                    float(cap) if isinstance(cap, number) else None, source if isinstance(source, str) else None)
 
 
-def check_cap(value: object, where: str) -> float | None:
-    """A cap as given (a positive number of cores, or None); ValueError naming ``where`` otherwise."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1e6:
-        raise ValueError(f"{where}: must be a positive number of cores, got {value!r}")
-    return float(value)
-
-
 def cpu_limit(run_cap: float | None, spec_cap: float | None, engine_cores: int | None) -> CpuLimit:
     """The limit of one sandbox: the smaller of the caps asked for, as a quota only where
     it is below the engine host's cores (unknown cores: the cap is kept)."""

@@ -31,6 +31,7 @@ from harness.engine.client import run_once
 from harness.engine.layers import DEBIAN_PYTHON, IMAGE_FORMAT, LABEL_PREFIX, ImageRef, Interpreter, LayerBuilder
 from harness.errors import ImageBuildError
 from harness.hashing import content_hash
+from harness.spec_fields import InterpreterSource
 
 
 def interpreter(builder: LayerBuilder, python: str, override: tuple[tuple[str, str], ...] | dict | None = None,
@@ -62,7 +63,7 @@ def interpreter(builder: LayerBuilder, python: str, override: tuple[tuple[str, s
 
 
 def _build_prefix_layer(builder: LayerBuilder, tag: str, base: ImageRef, host_prefix: Path, build_prefix: str,
-                        executable: str, inputs: dict, inputs_hash: str, source: interp.InterpreterSource) -> None:
+                        executable: str, inputs: dict, inputs_hash: str, source: InterpreterSource) -> None:
     arcname = build_prefix.lstrip("/")
     with tempfile.TemporaryDirectory(prefix="harness-prefix-") as tmp:
         archive = Path(tmp) / "python.tar"
@@ -144,7 +145,7 @@ def probe_image(client, image_id: str, prefix: str) -> dict:
     return json.loads(out.decode().strip().splitlines()[-1])
 
 
-def interpreter_from_image(builder: LayerBuilder, python: str, source: interp.InterpreterSource,
+def interpreter_from_image(builder: LayerBuilder, python: str, source: InterpreterSource,
                            base: ImageRef) -> Interpreter:
     image = ensure_image(builder.client, source.value)
     info = probe_image(builder.client, image.id, source.prefix)

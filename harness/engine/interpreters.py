@@ -22,6 +22,9 @@ Layout of an interpreter layer (``harness-py:<version>-<hash>``, on ``harness-ba
 
     <prefix>/                 the interpreter, at the path it was built for
     /opt/harness/python.json  {"version", "executable", "prefix", "source", "unresolved_libs"}
+
+A source's mapping form is parsed by :func:`harness.spec_fields.parse_interpreter_source`
+(the inputs layer: a spec's ``interpreter`` field is checked when the spec is loaded).
 """
 
 from __future__ import annotations
@@ -34,9 +37,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import ImageBuildError, InputError
+from harness.errors import ImageBuildError
 
-KINDS = ("debian", "pyenv", "prefix", "image")
 #: Modules the harness and ordinary test suites rely on: the interpreter layer is refused
 #: when one of them cannot be imported in the target base.
 REQUIRED_MODULES = ("ssl", "sqlite3", "ctypes", "lzma", "bz2", "zlib", "hashlib", "uuid", "decimal", "json",
@@ -45,58 +47,11 @@ REQUIRED_MODULES = ("ssl", "sqlite3", "ctypes", "lzma", "bz2", "zlib", "hashlib"
 #: packages installed into the prefix, static libraries, caches).
 PREFIX_EXCLUDES = ("lib/python*/test", "lib/python*/site-packages/*", "lib/python*/config-*/*.a",
                    "lib/libpython*.a", "share/man", "**/__pycache__/*.opt-*.pyc")
-DEFAULT_PREFIX_SUITE = "bookworm"
 #: Printed by a Python (run with a prefix interpreter on the host, or inside an image)
 #: to describe itself.
 PROBE = ("import json, platform, sys, sysconfig; print(json.dumps({'version': platform.python_version(), "
          "'prefix': sysconfig.get_config_var('prefix') or sys.prefix, 'executable': sys.executable, "
          "'soabi': sysconfig.get_config_var('SOABI')}))")
-
-
-@dataclass(frozen=True)
-class InterpreterSource:
-    """One source, as written in bases.yaml or a spec. ``kind`` is one of KINDS."""
-
-    kind: str
-    value: str          # the suite, pyenv version, host prefix or image reference
-    suite: str          # the Debian suite of the base the interpreter runs in
-    prefix: str = ""    # for images: where the interpreter lives inside the image
-
-    def describe(self) -> str:
-        return {"debian": f"Debian {self.suite}'s python3",
-                "pyenv": f"pyenv {self.value} (host prefix, in a {self.suite} base)",
-                "prefix": f"host prefix {self.value} (in a {self.suite} base)",
-                "image": f"registry image {self.value}:{self.prefix} (in a {self.suite} base)"}[self.kind]
-
-    def as_dict(self) -> dict[str, str]:
-        return {"kind": self.kind, "value": self.value, "suite": self.suite, "prefix": self.prefix}
-
-
-def parse_source(raw: object, where: str = "interpreter") -> InterpreterSource:
-    """An InterpreterSource from its mapping form; InputError names what is wrong."""
-    if not isinstance(raw, dict):
-        raise InputError("must be a mapping with one of " + ", ".join(KINDS), field=where)
-    allowed = {*KINDS, "suite"}
-    unknown = sorted(set(map(str, raw)) - allowed)
-    if unknown:
-        raise InputError(f"unknown key {unknown[0]!r} (known: {', '.join(KINDS)}, suite)", field=where)
-    kinds = [k for k in KINDS if k in raw]
-    if "image" in raw and "prefix" in raw:  # with an image, prefix says where inside it
-        kinds.remove("prefix")
-    if len(kinds) != 1:
-        raise InputError(f"name exactly one source ({', '.join(KINDS)}), got {kinds or 'none'}", field=where)
-    kind = kinds[0]
-    value = str(raw[kind])
-    if kind == "debian":
-        return InterpreterSource("debian", value, value)
-    suite = str(raw.get("suite") or DEFAULT_PREFIX_SUITE)
-    if kind == "pyenv" and not re.fullmatch(r"\d+\.\d+(\.\d+)?", value):
-        raise InputError(f"pyenv version {value!r} is not X.Y or X.Y.Z", field=where)
-    if kind == "prefix" and not value.startswith("/"):
-        raise InputError(f"prefix {value!r} must be an absolute path", field=where)
-    if kind == "image":
-        return InterpreterSource("image", value, suite, str(raw.get("prefix") or "/usr/local"))
-    return InterpreterSource(kind, value, suite)
 
 
 def pyenv_root() -> Path:

@@ -19,8 +19,8 @@ from typing import Any, Callable, Protocol
 import docker
 import yaml
 
-from harness.engine import interpreters as interp
 from harness.errors import InputError
+from harness.spec_fields import InterpreterSource, parse_interpreter_source
 from harness.specs import IMAGES_DIR
 
 #: Bumped when the layout of an image layer changes, so old images are not reused.
@@ -57,7 +57,7 @@ class Interpreter:
     version: str          # exact, e.g. 3.8.18
     executable: str       # inside the image
     suite: str
-    source: interp.InterpreterSource
+    source: InterpreterSource
     image: ImageRef
 
     def describe(self) -> dict[str, str]:
@@ -67,7 +67,7 @@ class Interpreter:
 
 @dataclass(frozen=True)
 class BaseDefinition:
-    pythons: dict[str, interp.InterpreterSource]
+    pythons: dict[str, InterpreterSource]
     variant: str
     packages: tuple[str, ...]
     compiler_packages: tuple[str, ...]
@@ -82,7 +82,7 @@ class BaseDefinition:
     @classmethod
     def load(cls, path: Path = IMAGES_DIR / "bases.yaml") -> "BaseDefinition":
         data = yaml.safe_load(Path(path).read_text())
-        pythons = {str(k): interp.parse_source(v, where=f"pythons.{k}") for k, v in data["pythons"].items()}
+        pythons = {str(k): parse_interpreter_source(v, where=f"pythons.{k}") for k, v in data["pythons"].items()}
         return cls(pythons, data.get("variant", "minbase"), tuple(data["packages"]),
                    tuple(data.get("compiler_packages", ())), data["user"]["name"], int(data["user"]["uid"]),
                    {str(k): str(v) for k, v in (data.get("glibc") or {}).items()},
@@ -91,9 +91,9 @@ class BaseDefinition:
                    data.get("service_user", {}).get("name", "harness-svc"),
                    int(data.get("service_user", {}).get("uid", 1001)))
 
-    def source_for(self, python: str, override: dict[str, str] | None = None) -> interp.InterpreterSource:
+    def source_for(self, python: str, override: dict[str, str] | None = None) -> InterpreterSource:
         if override:
-            return interp.parse_source(dict(override))
+            return parse_interpreter_source(dict(override))
         try:
             return self.pythons[python]
         except KeyError:

@@ -9,7 +9,8 @@ import textwrap
 import pytest
 
 from harness.cli import build_parser
-from harness.engine.cpus import RUN, SPEC, CpuLimit, check_cap, cpu_limit, skipped_under_cap
+from harness.engine.cpus import RUN, SPEC, CpuLimit, cpu_limit, skipped_under_cap
+from harness.spec_fields import check_cap
 from harness.errors import InputError
 from harness.grading.status import InstanceStatus
 from harness.instances import parse_instance

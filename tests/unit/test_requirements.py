@@ -9,10 +9,11 @@ import io
 
 import pytest
 
-from harness.engine.interpreters import InterpreterSource, parse_source, prefix_excluded
+from harness.engine.interpreters import prefix_excluded
 from harness.errors import InputError
 from harness.requirements import (Req, TargetPython, explain_conflict, failing_package, installer_pins,
                                   needs_building, parse_egg_requires, parse_metadata, tree_requirements)
+from harness.spec_fields import InterpreterSource, parse_interpreter_source
 from harness.index import Target, _wheel_fits, sdist_build_requires
 from harness.wheelhouse import LocalProject
 
@@ -99,11 +100,11 @@ def test_failing_package_is_named(log, package):
 # ------------------------------------------------------------------ interpreter sources
 
 def test_interpreter_sources_parse():
-    assert parse_source({"debian": "bullseye"}) == InterpreterSource("debian", "bullseye", "bullseye")
-    assert parse_source({"pyenv": "3.8"}).suite == "bookworm"
-    image = parse_source({"image": "python:3.8-slim-bookworm", "suite": "bookworm"})
+    assert parse_interpreter_source({"debian": "bullseye"}) == InterpreterSource("debian", "bullseye", "bullseye")
+    assert parse_interpreter_source({"pyenv": "3.8"}).suite == "bookworm"
+    image = parse_interpreter_source({"image": "python:3.8-slim-bookworm", "suite": "bookworm"})
     assert (image.kind, image.prefix) == ("image", "/usr/local")
-    assert parse_source({"image": "x/python:3.8", "prefix": "/opt/py"}).prefix == "/opt/py"
+    assert parse_interpreter_source({"image": "x/python:3.8", "prefix": "/opt/py"}).prefix == "/opt/py"
 
 
 @pytest.mark.parametrize("raw, message", [
@@ -113,7 +114,7 @@ def test_interpreter_sources_parse():
 ])
 def test_bad_interpreter_sources_are_input_errors(raw, message):
     with pytest.raises(InputError, match=message):
-        parse_source(raw)
+        parse_interpreter_source(raw)
 
 
 def test_prefix_copies_leave_out_tests_site_packages_and_static_libraries():
