@@ -6,11 +6,16 @@ each harness module it imports, saying where the import sits: ``module`` (runs w
 A circle is a strongly connected component of more than one module (or a module importing itself); an import
 inside a function still ties the two modules together, so by default every kind counts.
 
-    python scripts/import_graph.py            # the circles over every import, and their count
+Every module also has a layer (:data:`LAYERS`, the table of docs/ARCHITECTURE.md section 2): a module may import
+modules of its own layer and of lower ones. An arrow to a higher layer is *upward* (:func:`upward`), whatever its
+kind.
+
+    python scripts/import_graph.py            # the circles and the upward imports, and their counts
     python scripts/import_graph.py --kind module   # only imports that run at import time
     python scripts/import_graph.py --edges    # every arrow, with its kind
 
-The unit test ``tests/unit/test_import_graph.py`` holds the package to zero circles with :func:`circles`.
+The unit test ``tests/unit/test_import_graph.py`` holds the package to zero circles with :func:`circles`, to the
+upward imports docs/ARCHITECTURE.md allows with :func:`upward`, and every module to a layer with :func:`unplaced`.
 """
 
 from __future__ import annotations
@@ -22,6 +27,27 @@ from dataclasses import dataclass
 from pathlib import Path
 
 KINDS = ("module", "function", "typing")
+
+#: The layers of the harness package, lowest first: (name, the modules and packages in it). A module belongs to the
+#: longest entry its dotted name (without ``harness.``) starts with; ``__init__`` names the package itself. Kept
+#: in step with docs/ARCHITECTURE.md section 2, which says each one's job (tests/unit/test_import_graph.py checks).
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("foundation", ("_version", "errors", "hashing", "atomic", "locks", "logs", "overlap", "resources", "data",
+                    "paths", "buildinfo", "builds")),
+    ("pure cores", ("grading", "patches")),
+    ("sandbox contents", ("incontainer", "runners")),
+    ("inputs", ("instances", "instance_checks", "predictions", "dataset_sources", "specs", "spec_fields",
+                "spec_layers", "repos", "demo")),
+    ("engine and preparation", ("engine", "imagecache", "preparation", "wheelhouse", "index", "requirements",
+                                "treemeta", "resolution_fixes")),
+    ("integrity", ("integrity",)),
+    ("results", ("report", "control", "manifest", "validity", "stats", "results", "swebench.layout")),
+    ("views", ("views",)),
+    ("node", ("evaluation", "proving", "runner", "tasks", "regrade")),
+    ("run", ("batch", "executors", "session")),
+    ("commands", ("__init__", "__main__", "cli", "cliargs", "cluster", "compare", "spec_commands", "selfimage",
+                  "swebench", "swebench.flags", "swebench.options")),
+)
 
 
 @dataclass(frozen=True)
@@ -162,6 +188,33 @@ def circles(package_dir: Path, kinds: tuple[str, ...] = ("module", "function", "
     return sorted(components, key=lambda c: (-len(c), c))
 
 
+def layer_of(module: str, package: str, table=LAYERS) -> int | None:
+    """The index in ``table`` of the layer ``module`` belongs to (None: in no layer)."""
+    relative = "__init__" if module == package else module.removeprefix(package + ".")
+    best: tuple[int, int] | None = None   # (length of the entry, layer)
+    for number, (_, members) in enumerate(table):
+        for entry in members:
+            if (relative == entry or relative.startswith(entry + ".")) and (best is None or len(entry) > best[0]):
+                best = (len(entry), number)
+    return None if best is None else best[1]
+
+
+def unplaced(package_dir: Path, table=LAYERS) -> list[str]:
+    """The modules no layer of ``table`` holds."""
+    return [m for m in module_names(package_dir) if layer_of(m, package_dir.name, table) is None]
+
+
+def upward(package_dir: Path, table=LAYERS) -> list[Edge]:
+    """Every arrow from a module to one of a higher layer, in source order (modules in no layer are left out:
+    :func:`unplaced` names them)."""
+    found = []
+    for edge in edges(package_dir):
+        source, target = (layer_of(m, package_dir.name, table) for m in (edge.source, edge.target))
+        if source is not None and target is not None and target > source:
+            found.append(edge)
+    return sorted(found, key=lambda e: (e.source, e.line, e.target))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--package", type=Path, default=Path(__file__).resolve().parent.parent / "harness")
@@ -186,6 +239,16 @@ def main(argv: list[str] | None = None) -> int:
             if edge.source in members and edge.target in members:
                 print(f"  {edge.source} -> {edge.target}  [{edge.kind}, line {edge.line}]")
     print(f"circles ({'+'.join(kinds)} imports): {len(found)}")
+    names = [name for name, _ in LAYERS]
+    for module in unplaced(args.package):
+        print(f"in no layer: {module}")
+    rising = [e for e in upward(args.package) if e.kind in kinds]
+    for edge in rising:
+        source, target = (layer_of(m, args.package.name) for m in (edge.source, edge.target))
+        assert source is not None and target is not None
+        print(f"  upward: {edge.source} -> {edge.target}  [{edge.kind}, line {edge.line}]"
+              f"  {names[source]} -> {names[target]}")
+    print(f"upward imports ({'+'.join(kinds)} imports): {len(rising)}")
     return 0
 
 
