@@ -33,18 +33,13 @@ from harness.errors import EngineLost
 from harness.grading.status import ErrorReason
 from harness.grading.verdict import final_verdict
 from harness.logs import get_logger
-from harness.paths import RunPaths
+from harness.paths import ARTEFACTS, InstanceFiles, RunPaths
 from harness.preparation import Preparer
 from harness.report import InstanceResult, load_report
 from harness.atomic import write_json_atomic, write_text_atomic
 from harness.runner import TaskEvaluator
 from harness.tasks import RunConfig, Task, TaskOutcome, TaskRequest
 
-#: Written beside report.json; an earlier attempt's copies are removed before a new result
-#: is written, so that nothing stale sits next to a fresh report.
-STALE_ARTEFACTS = ("test_output.txt", "results.xml", "evidence.json", "events.jsonl", "build.log", "commands.json",
-                   "patch.diff", "instance.json")
-OUTCOMES_FILE = ".outcomes.jsonl"
 
 
 def run_scope(root: Path) -> str:
@@ -90,7 +85,7 @@ class RunResults:
 
     def __iter__(self) -> Iterator[InstanceResult]:
         for instance_id, attempt in self.keys():
-            result = load_report(self.paths.instance_dir(instance_id, attempt) / "report.json")
+            result = load_report(self.paths.instance(instance_id, attempt).report)
             if result is not None:
                 yield result
 
@@ -144,7 +139,7 @@ class BatchRunner:
         earlier result of the task in the run directory (read from disk, per task)."""
         previous = None
         if not self.config.force and not pins_only:
-            path = self.paths.instance_dir(task.instance.instance_id, task.prediction.attempt) / "report.json"
+            path = self.paths.instance(task.instance.instance_id, task.prediction.attempt).report
             earlier = load_report(path) if path.exists() else None
             if earlier is not None and earlier.error_origin != "harness":
                 previous = {**earlier.checksums, "image_inputs": earlier.image.get("inputs_hash")}
@@ -154,20 +149,20 @@ class BatchRunner:
     def record(self, task: Task, outcome: TaskOutcome) -> InstanceResult:
         """Write one outcome to the run directory (atomically; report.json last) and to
         the outcome spool; returns the result (the earlier one when reused)."""
-        directory = self.paths.instance_dir(task.instance.instance_id, task.prediction.attempt)
+        files = self.paths.instance(task.instance.instance_id, task.prediction.attempt)
         log = get_logger(instance_id=task.instance.instance_id, attempt=task.prediction.attempt,
                          run_id=self.config.run_id, node=outcome.node)
         if outcome.reused:
-            result = load_report(directory / "report.json")
+            result = load_report(files.report)
             if result is None:  # removed meanwhile: nothing to reuse after all
-                raise RuntimeError(f"{directory / 'report.json'} disappeared during the run")
+                raise RuntimeError(f"{files.report} disappeared during the run")
             log.info("instance.reused", status=result.status.value)
         else:
             result = outcome.result
             control = (record_control(result, task.instance, self.config.control_dir)
                        if self.config.control_dir is not None else None)
             final_verdict(result, reference=task.is_reference, control=control)
-            self._write(directory, task, result, outcome)
+            self._write(files, task, result, outcome)
         with self._lock:
             self._spool.write(json.dumps({"key": task.key, "instance_id": task.instance.instance_id,
                                           "attempt": task.prediction.attempt, "node": outcome.node,
@@ -183,25 +178,25 @@ class BatchRunner:
             self.progress(result)
         return result
 
-    def _write(self, directory: Path, task: Task, result: InstanceResult, outcome: TaskOutcome) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
+    def _write(self, files: InstanceFiles, task: Task, result: InstanceResult, outcome: TaskOutcome) -> None:
+        files.root.mkdir(parents=True, exist_ok=True)
         # An earlier attempt's artefacts never stay beside the new report (report.json
         # goes first, so a directory without it is incomplete whatever else it holds).
-        for stale in ("report.json", *STALE_ARTEFACTS):
-            (directory / stale).unlink(missing_ok=True)
+        for stale in (files.report, *(files.root / name for name in ARTEFACTS)):
+            stale.unlink(missing_ok=True)
         if outcome.build_log:
-            write_text_atomic(directory / "build.log", outcome.build_log)
-        write_text_atomic(directory / "patch.diff", task.prediction.model_patch or "")
-        write_json_atomic(directory / "instance.json", task.instance.to_record())
-        write_json_atomic(directory / "commands.json", [c.__dict__ for c in result.commands])
+            write_text_atomic(files.build_log, outcome.build_log)
+        write_text_atomic(files.patch, task.prediction.model_patch or "")
+        write_json_atomic(files.instance_record, task.instance.to_record())
+        write_json_atomic(files.commands, [c.__dict__ for c in result.commands])
         if outcome.outputs is not None:
-            write_text_atomic(directory / "test_output.txt", outcome.outputs.test_output)
-            for name, data in (("results.xml", outcome.outputs.junit_xml),
-                               ("evidence.json", outcome.outputs.evidence),
-                               ("events.jsonl", outcome.outputs.events)):
+            write_text_atomic(files.test_output, outcome.outputs.test_output)
+            for path, data in ((files.results_xml, outcome.outputs.junit_xml),
+                               (files.evidence, outcome.outputs.evidence),
+                               (files.events, outcome.outputs.events)):
                 if data is not None:
-                    write_text_atomic(directory / name, data)
-        write_json_atomic(directory / "report.json", result.to_report())  # last: marks completion
+                    write_text_atomic(path, data)
+        write_json_atomic(files.report, result.to_report())  # last: marks completion
 
     @contextlib.contextmanager
     def _outcome_spool(self) -> Iterator[None]:
@@ -209,7 +204,7 @@ class BatchRunner:
         if self._spool is not None:
             yield
             return
-        self._spool = open(self.paths.root / OUTCOMES_FILE, "a", encoding="utf-8")
+        self._spool = open(self.paths.outcomes, "a", encoding="utf-8")
         try:
             yield
         finally:
@@ -225,7 +220,7 @@ class BatchRunner:
         directory stays resumable); an engine lost mid-run is not an exception: the
         affected tasks are recorded as ``engine_lost`` and counted in :attr:`tally`.
         """
-        (self.paths.root / OUTCOMES_FILE).unlink(missing_ok=True)  # a new invocation's record
+        (self.paths.outcomes).unlink(missing_ok=True)  # a new invocation's record
         log = get_logger(run_id=self.config.run_id)
         # Containers left by an earlier, killed invocation of this run directory go first.
         leftovers = self.executor.cleanup(self.setup)
@@ -246,7 +241,7 @@ class BatchRunner:
                 except EngineLost as exc:
                     log.error("run.cleanup_failed", error=str(exc))
                     self.tally.engine_lost = max(1, self.tally.engine_lost)
-        return RunResults(self.paths, self.paths.root / OUTCOMES_FILE)
+        return RunResults(self.paths, self.paths.outcomes)
 
     def _check_repositories(self, tasks: Iterable[Task]) -> Iterable[Task]:
         """With a local engine, every task's repository is checked up front, for the whole
@@ -285,7 +280,7 @@ class BatchRunner:
 
     def pins(self) -> Iterator[tuple[str, dict]]:
         """(task key, pins) of this invocation, streamed from the outcome spool."""
-        path = self.paths.root / OUTCOMES_FILE
+        path = self.paths.outcomes
         if not path.exists():
             return
         with open(path, encoding="utf-8") as handle:

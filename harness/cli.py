@@ -219,7 +219,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from harness.instances import load_instances
     from harness.validity import instance_validity, render_markdown, validity_report
     from harness.atomic import write_json_atomic, write_text_atomic
-    from harness.paths import safe_run_id
+    from harness.paths import RunPaths, safe_run_id
     instances_path, dataset = resolve_instance_source(args)
     named = Path(dataset["source"]).name if dataset else instances_path.stem
     root = args.output_dir.expanduser().resolve() / safe_run_id(args.run_id or f"validate-{_slug(named)}")
@@ -242,10 +242,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
                                       empty.get(inst.instance_id)))
     report = validity_report(rows, args.repeat)
     report["canary_seed"] = seed
-    write_json_atomic(root / "validity.json", report)
-    write_text_atomic(root / "validity.md", render_markdown(report))
+    layout = RunPaths(root)
+    write_json_atomic(layout.validity_json, report)
+    write_text_atomic(layout.validity_markdown, render_markdown(report))
     print(render_markdown(report))
-    print(f"validity report: {root / 'validity.json'}")
+    print(f"validity report: {layout.validity_json}")
     return 0
 
 
@@ -272,7 +273,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from harness import demo
     from harness.instances import load_instances
     from harness.integrity import audit
-    from harness.paths import cache_root, safe_run_id
+    from harness.paths import RunPaths, cache_root, safe_run_id
     from harness.repos import GitDir, RepoResolver, read_blob
     instances_path = (args.instances or demo.DEMO_DIR / "instances.jsonl").expanduser().resolve()
     loaded = load_instances(instances_path, args.instance_ids)
@@ -300,19 +301,19 @@ def cmd_audit(args: argparse.Namespace) -> int:
     run_id = safe_run_id(args.run_id or f"audit-{_slug(instances_path.stem)}")
     root = output_dir / run_id
     root.mkdir(parents=True, exist_ok=True)
-    index = audit.write_predictions(root / "audit-predictions.jsonl", attacks)
+    index = audit.write_predictions(RunPaths(root).audit_predictions, attacks)
     ids = [i.instance_id for i in chosen]
     timeout = args.timeout if args.timeout is not None else AUDIT_TIMEOUT
     # the reference patch first: the attacks plant its canaries, and a canary it disproved
     # accuses no attack (beside the audit's run directory, never inside it)
     execute_run(args, instances_path, "gold", f"{run_id}.control", output_dir, show=False,
                 instance_ids=ids, timeout=timeout)
-    attacked = execute_run(args, instances_path, str(root / "audit-predictions.jsonl"), run_id, output_dir,
+    attacked = execute_run(args, instances_path, str(RunPaths(root).audit_predictions), run_id, output_dir,
                            show=False, instance_ids=ids, timeout=timeout, control=output_dir / f"{run_id}.control")
     summary = audit.summarise(attacked.run_dir, index)
     audit.write(attacked.run_dir, summary)
     print(audit.render(summary))
-    print(f"audit: {summary['attacks']} attacks, {summary['resolved']} resolved; {attacked.run_dir / 'audit.md'}")
+    print(f"audit: {summary['attacks']} attacks, {summary['resolved']} resolved; {RunPaths(attacked.run_dir).audit_markdown}")
     return 1 if summary["resolved"] else 0
 
 
@@ -457,17 +458,18 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_view(args: argparse.Namespace) -> int:
     from harness.views.serve import make_server
+    from harness.paths import PAGE, SUMMARY, RunPaths
     run_dir = args.run_dir.expanduser().resolve()
-    if not (run_dir / "summary.json").is_file():
-        raise InputError("not a run directory (no summary.json)", source=str(run_dir))
-    if not (run_dir / "report.html").is_file():
+    if not RunPaths(run_dir).summary.is_file():
+        raise InputError(f"not a run directory (no {SUMMARY})", source=str(run_dir))
+    if not RunPaths(run_dir).page.is_file():
         _write_pages(run_dir)
     try:
         server = make_server(run_dir, args.port, quiet=not args.verbose)
     except OSError as exc:
         raise InputError(f"cannot listen on 127.0.0.1:{args.port}: {exc}", field="--port") from exc
     host, port = server.server_address[:2]
-    print(f"serving {run_dir} at http://{host}:{port}/report.html (Ctrl-C to stop)", flush=True)
+    print(f"serving {run_dir} at http://{host}:{port}/{PAGE} (Ctrl-C to stop)", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

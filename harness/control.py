@@ -25,6 +25,7 @@ from pathlib import Path
 
 from harness.integrity.canaries import proof_from
 from harness.instances import Instance
+from harness.paths import InstanceFiles
 from harness.report import InstanceResult, load_report
 
 
@@ -32,8 +33,8 @@ from harness.report import InstanceResult, load_report
 def control_facts(instance: Instance, control_dir: Path) -> dict | None:
     """The facts of the control's report of ``instance`` that grading uses, or None when
     the control has no (readable) report for it. Bounded by the instance's test lists."""
-    directory = Path(control_dir) / instance.instance_id
-    control = load_report(directory / "report.json")
+    files = InstanceFiles(Path(control_dir) / instance.instance_id)
+    control = load_report(files.report)
     if control is None:
         return None
     graded = {*instance.fail_to_pass, *instance.pass_to_pass}
@@ -42,13 +43,13 @@ def control_facts(instance: Instance, control_dir: Path) -> dict | None:
     return {"run_dir": str(control_dir), "error_reason": control.error_reason.value if control.error_reason else None,
             "collection_errors": list(control.integrity_details.get("collection_errors") or [])[:50],
             "skipped": skipped, "collected_any": bool(control.collected),
-            "collected": sorted(graded & set(control.collected)), "canaries": _canary_facts(control, directory, instance)}
+            "collected": sorted(graded & set(control.collected)), "canaries": _canary_facts(control, files, instance)}
 
 
-def _canary_facts(control: InstanceResult, directory: Path, instance: Instance) -> dict | None:
+def _canary_facts(control: InstanceResult, files: InstanceFiles, instance: Instance) -> dict | None:
     """The control's canary seed and proofs, when the control ran the reference patch."""
     seed = control.integrity_details.get("canary_seed")
-    patch = directory / "patch.diff"
+    patch = files.patch
     try:
         reference = patch.read_text(encoding="utf-8", errors="surrogateescape") == instance.patch
     except OSError:

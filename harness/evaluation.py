@@ -347,9 +347,9 @@ class Evaluator:
             return self._finish_invalid(ErrorReason.TIMEOUT, f"tests exceeded {timeout} s")
         if res.killed:
             raise ContainerDied("container killed during the test run")
-        if out is None or "evidence.json" not in out:
+        if out is None or steps.EVIDENCE_NAME not in out:
             raise ContainerDied(f"the test step left no evidence (exit {res.exit_code}): {res.output[-800:]}")
-        self.outputs.evidence, self.outputs.events = out["evidence.json"], out.get("events.jsonl", b"")
+        self.outputs.evidence, self.outputs.events = out[steps.EVIDENCE_NAME], out.get(steps.EVENTS_NAME, b"")
         self.outputs.junit_xml = out.get("results")
         evidence = parse_evidence(self.outputs.evidence, self.outputs.events)
         self._absorb_launcher(evidence.launcher or {}, command)

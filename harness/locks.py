@@ -10,8 +10,7 @@ import re
 from pathlib import Path
 from typing import Iterator
 
-#: The lock file of a run directory (holds the pid of the harness process that owns it).
-RUN_LOCK_NAME = ".lock"
+from harness.paths import RunPaths
 
 
 @contextlib.contextmanager
@@ -40,7 +39,7 @@ def run_directory_lock(root: Path) -> Iterator[None]:
     from harness.errors import RunDirectoryBusy
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
-    path = root / RUN_LOCK_NAME
+    path = RunPaths(root).lock     # holds the pid of the harness process that owns the directory
     handle = open(path, "a+")
     try:
         try:

@@ -8,13 +8,20 @@ A run directory::
     ├── harness.log                          JSON lines, one event each, instance id bound
     ├── .lock                                held (flock) by the one process writing the directory
     ├── .outcomes.jsonl                      this invocation's tasks as recorded (key, node, pins)
+    ├── report.html, report.md               the run's pages (harness.views.site)
+    ├── audit.json, audit.md, audit-predictions.jsonl   `harness audit`
+    ├── validity.json, validity.md           `harness validate` (in the validation directory)
     ├── <model>.<run_id>.json, logs/         SWE-bench's layout (--swebench-output: harness.swebench.layout)
     └── <instance_id>/                       (<instance_id>/attempt-<n>/ when predictions carry attempts)
         ├── report.json                      verdict, tests_status, integrity, timings, image, commands
         ├── patch.diff                       the model patch exactly as graded
+        ├── instance.json                    the instance record as graded (harness report reads it)
         ├── commands.json                    every command run in the sandbox, in order, with exit codes
         ├── test_output.txt                  raw output of the test command (capped)
-        └── results.xml                      the runner's JUnit XML, when it wrote one
+        ├── results.xml                      the runner's JUnit XML, when it wrote one
+        ├── evidence.json, events.jsonl      what the in-sandbox launcher and monitor reported
+        ├── build.log                        the environment's build log, when the build failed
+        └── report.html                      the instance's page
 
 The cache directory (``$HARNESS_CACHE_DIR``, default ``~/.cache/harness``)::
 
@@ -33,6 +40,13 @@ that engine (harness.imagecache)::
 
 The harness's own data (specs, bases, the demo set) is found by harness.resources,
 never relative to this file or to the working directory.
+
+Every reader and writer of a run directory names its files through this module:
+:class:`RunPaths` (the run's own files), :class:`InstanceFiles` (one instance's, or one
+attempt's) and the attempt rule (:func:`attempt_dir_name`, :func:`attempt_number`). No
+other module of the package spells those names (tests/unit/test_run_layout.py checks).
+The sandbox's output directory is another layout with names of its own
+(harness.integrity.steps on the host, harness.incontainer inside).
 """
 
 from __future__ import annotations
@@ -48,15 +62,39 @@ from harness.errors import InputError
 #: with a letter or digit (so never ``.``, ``..``, hidden or option-like), at most 128.
 SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}")
 MAX_ID_LENGTH = 128
+
+# The files of one instance directory (:class:`InstanceFiles` names each).
+REPORT = "report.json"              # written last: its presence marks the instance graded
+PATCH = "patch.diff"
+INSTANCE_RECORD = "instance.json"
+COMMANDS = "commands.json"
+TEST_OUTPUT = "test_output.txt"
+RESULTS_XML = "results.xml"
+EVIDENCE = "evidence.json"
+EVENTS = "events.jsonl"
+BUILD_LOG = "build.log"
+PAGE = "report.html"                # an instance's page, and the run's (harness.views.site)
+#: Everything a graded run leaves beside ``report.json``, removed before an instance is graded again.
+ARTEFACTS = (TEST_OUTPUT, RESULTS_XML, EVIDENCE, EVENTS, BUILD_LOG, COMMANDS, PATCH, INSTANCE_RECORD)
+
+# The run's own files, at the top of the run directory (:class:`RunPaths` names each).
+SUMMARY = "summary.json"
+MANIFEST = "manifest.json"
+LOG = "harness.log"
+LOCK = ".lock"                      # harness.locks.run_lock
+OUTCOMES = ".outcomes.jsonl"        # harness.batch
+RUN_MARKDOWN = "report.md"          # harness.views.site, beside PAGE
+AUDIT_JSON, AUDIT_MARKDOWN, AUDIT_PREDICTIONS = "audit.json", "audit.md", "audit-predictions.jsonl"
+VALIDITY_JSON, VALIDITY_MARKDOWN = "validity.json", "validity.md"
 #: Names the harness writes at the top of a run directory (beside the instance
 #: directories): an instance id equal to one of them, in any case (a case-insensitive
 #: file system folds them), would make its directory collide with the run's own file.
-RUN_FILE_NAMES = frozenset({
-    "summary.json", "manifest.json", "harness.log", ".lock", ".outcomes.jsonl",   # this module, batch, locks
-    "report.html", "report.md",                                                   # harness.views.site
-    "audit.json", "audit.md", "audit-predictions.jsonl",                          # harness audit
-    "validity.json", "validity.md",                                               # harness validate
-})
+RUN_FILE_NAMES = frozenset({SUMMARY, MANIFEST, LOG, LOCK, OUTCOMES, PAGE, RUN_MARKDOWN,
+                            AUDIT_JSON, AUDIT_MARKDOWN, AUDIT_PREDICTIONS, VALIDITY_JSON, VALIDITY_MARKDOWN})
+
+#: The attempt rule: predictions that carry attempts grade each in ``<instance_id>/attempt-<n>/``.
+ATTEMPT_PREFIX = "attempt-"
+_ATTEMPT_DIR = re.compile(re.escape(ATTEMPT_PREFIX) + r"(\d+)")
 #: ``harness compare`` writes ``compare-<stem>.{json,md,html}`` into the run directory by default.
 _RUN_FILE_PATTERN = re.compile(r"compare-.*\.(?:json|md|html)", re.IGNORECASE)
 
@@ -107,8 +145,74 @@ def state_root() -> Path:
     return (Path(xdg).expanduser() if xdg else Path.home() / ".local" / "state") / "harness"
 
 
+def attempt_dir_name(attempt: int) -> str:
+    """The directory of attempt ``attempt`` inside its instance's directory."""
+    return f"{ATTEMPT_PREFIX}{int(attempt)}"
+
+
+def attempt_number(name: str) -> int | None:
+    """The attempt a directory named ``name`` holds (``attempt-3`` -> 3), or None when it names none."""
+    match = _ATTEMPT_DIR.fullmatch(name)
+    return int(match.group(1)) if match else None
+
+
+@dataclass(frozen=True)
+class InstanceFiles:
+    """The files of one instance directory, ``<run>/<id>/`` or ``<run>/<id>/attempt-<n>/``.
+    Only names: whether a file exists, and what it holds, is the reader's to check."""
+
+    root: Path
+
+    @property
+    def report(self) -> Path:
+        return self.root / REPORT
+
+    @property
+    def patch(self) -> Path:
+        return self.root / PATCH
+
+    @property
+    def instance_record(self) -> Path:
+        return self.root / INSTANCE_RECORD
+
+    @property
+    def commands(self) -> Path:
+        return self.root / COMMANDS
+
+    @property
+    def test_output(self) -> Path:
+        return self.root / TEST_OUTPUT
+
+    @property
+    def results_xml(self) -> Path:
+        return self.root / RESULTS_XML
+
+    @property
+    def evidence(self) -> Path:
+        return self.root / EVIDENCE
+
+    @property
+    def events(self) -> Path:
+        return self.root / EVENTS
+
+    @property
+    def build_log(self) -> Path:
+        return self.root / BUILD_LOG
+
+    @property
+    def page(self) -> Path:
+        return self.root / PAGE
+
+    def attempt(self, attempt: int) -> "InstanceFiles":
+        """The files of one attempt of this instance."""
+        return InstanceFiles(self.root / attempt_dir_name(attempt))
+
+
 @dataclass(frozen=True)
 class RunPaths:
+    """A run directory's own files and its instances' directories. ``RunPaths(root)`` names
+    an existing directory (a reader's view); :meth:`create` makes one for a run."""
+
     root: Path
 
     @classmethod
@@ -129,19 +233,64 @@ class RunPaths:
 
     @property
     def summary(self) -> Path:
-        return self.root / "summary.json"
+        return self.root / SUMMARY
 
     @property
     def manifest(self) -> Path:
-        return self.root / "manifest.json"
+        return self.root / MANIFEST
 
     @property
     def log(self) -> Path:
-        return self.root / "harness.log"
+        return self.root / LOG
+
+    @property
+    def lock(self) -> Path:
+        return self.root / LOCK
+
+    @property
+    def outcomes(self) -> Path:
+        return self.root / OUTCOMES
+
+    @property
+    def page(self) -> Path:
+        return self.root / PAGE
+
+    @property
+    def markdown(self) -> Path:
+        return self.root / RUN_MARKDOWN
+
+    @property
+    def audit_json(self) -> Path:
+        return self.root / AUDIT_JSON
+
+    @property
+    def audit_markdown(self) -> Path:
+        return self.root / AUDIT_MARKDOWN
+
+    @property
+    def audit_predictions(self) -> Path:
+        return self.root / AUDIT_PREDICTIONS
+
+    @property
+    def validity_json(self) -> Path:
+        return self.root / VALIDITY_JSON
+
+    @property
+    def validity_markdown(self) -> Path:
+        return self.root / VALIDITY_MARKDOWN
 
     def instance_dir(self, instance_id: str, attempt: int | None = None) -> Path:
         problem = instance_dir_problem(instance_id)
         if problem:
             raise InputError(problem, record=str(instance_id)[:60], field="instance_id")
         base = self.root / instance_id
-        return self.inside(base if attempt is None else base / f"attempt-{int(attempt)}")
+        return self.inside(base if attempt is None else base / attempt_dir_name(attempt))
+
+    def report_files(self) -> list[Path]:
+        """Every instance's and every attempt's ``report.json`` in the directory, sorted
+        (``<id>/report.json``, ``<id>/attempt-<n>/report.json``; nothing deeper)."""
+        return sorted([*self.root.glob(f"*/{REPORT}"), *self.root.glob(f"*/{ATTEMPT_PREFIX}*/{REPORT}")])
+
+    def instance(self, instance_id: str, attempt: int | None = None) -> InstanceFiles:
+        """The files of one instance (or attempt) the run writes; the id checked as :meth:`instance_dir` does."""
+        return InstanceFiles(self.instance_dir(instance_id, attempt))

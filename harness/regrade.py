@@ -26,6 +26,7 @@ from harness.integrity.evidence import parse_evidence
 from harness.integrity.judge import RunContext, apply_judgement, judge_run
 from harness.integrity.perturbed import apply_perturbed
 from harness.patches import patch_files
+from harness.paths import SUMMARY, InstanceFiles, RunPaths
 from harness.report import InstanceResult, summarise
 from harness.atomic import write_json_atomic
 from harness.runners import get_runner
@@ -37,30 +38,30 @@ def regrade_run(run_dir: Path) -> dict:
     Raises InputError when ``run_dir`` is not a run directory.
     """
     run_dir = Path(run_dir).resolve()
-    summary_path = run_dir / "summary.json"
+    summary_path = RunPaths(run_dir).summary
     if not summary_path.exists():
-        raise InputError("not a run directory (no summary.json)", source=str(run_dir))
+        raise InputError(f"not a run directory (no {SUMMARY})", source=str(run_dir))
     old = json.loads(summary_path.read_text())
     results: list[InstanceResult] = []
     changed = []
     # the instances' reports only (SWE-bench's layout under logs/ holds reports of its own shape)
-    for report_path in sorted([*run_dir.glob("*/report.json"), *run_dir.glob("*/attempt-*/report.json")]):
-        directory = report_path.parent
+    for report_path in RunPaths(run_dir).report_files():
+        files = InstanceFiles(report_path.parent)
         result = InstanceResult.from_report(json.loads(report_path.read_text()))
         before = (result.status, result.error_reason)
-        if _reached_tests(result) and (directory / "instance.json").exists():
-            instance = parse_instance(json.loads((directory / "instance.json").read_text()),
-                                      source=str(directory / "instance.json"))
+        if _reached_tests(result) and files.instance_record.exists():
+            instance = parse_instance(json.loads(files.instance_record.read_text()),
+                                      source=str(files.instance_record))
             recorded = result.integrity_details.get("canaries") or []
             canaries = tuple(Canary.from_dict(c) for c in recorded if isinstance(c, dict) and c.get("test_id"))
             runner = result.runner or "pytest"
             test_files = test_files_of(patch_files(instance.test_patch), runner)
 
-            def read(name: str) -> bytes | None:
-                return (directory / name).read_bytes() if (directory / name).exists() else None  # noqa: B023 (called within this iteration)
+            def read(path: Path) -> bytes | None:
+                return path.read_bytes() if path.exists() else None
 
-            output = (read("test_output.txt") or b"").decode("utf-8", "replace")
-            evidence = read("evidence.json")
+            output = (read(files.test_output) or b"").decode("utf-8", "replace")
+            evidence = read(files.evidence)
             control = recorded_facts(result)
             keep = {f for f in result.integrity_flags if f.startswith("patch_") or f in _SET_UP_FLAGS}
             result.integrity_flags = [f for f in result.integrity_flags if f in keep]
@@ -71,7 +72,7 @@ def regrade_run(run_dir: Path) -> dict:
             if not isinstance(expected, bool):
                 expected = runner == "pytest" and parser.startswith("pytest") or get_runner(runner).reporter
             proof = result.integrity_details.get("canary_proof")
-            patch = directory / "patch.diff"
+            patch = files.patch
             reference = patch.exists() and patch.read_text(encoding="utf-8", errors="surrogateescape") == instance.patch
             ctx = RunContext(test_files=tuple(test_files), canaries=canaries, reference=reference,
                              canary_proof={k: v for k, v in proof.items() if isinstance(v, str)}
@@ -79,9 +80,9 @@ def regrade_run(run_dir: Path) -> dict:
                              model_files=frozenset(result.integrity_details.get("model_files") or ()),
                              runner_project=not forbid, plugin_expected=expected and evidence is not None,
                              control_skipped=frozenset((control or {}).get("skipped") or ()),
-                             evidence=parse_evidence(evidence, read("events.jsonl")) if evidence else None,
+                             evidence=parse_evidence(evidence, read(files.events)) if evidence else None,
                              cpu=sandbox_cpu(result))
-            apply_judgement(result, judge_run(instance, parser, output, read("results.xml"),
+            apply_judgement(result, judge_run(instance, parser, output, read(files.results_xml),
                                               result.test_exit_code, ctx,
                                               convention=result.id_convention or "pytest"))
             if "patch_references_test_runner" in keep and forbid and result.error_reason is None:

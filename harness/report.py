@@ -20,7 +20,7 @@ from typing import Any, Iterable, Iterator
 
 from harness._version import __version__
 from harness.grading.status import ErrorReason, InstanceStatus
-
+from harness.paths import ATTEMPT_PREFIX, REPORT
 #: Version of the report.json / summary.json layout.
 SCHEMA_VERSION = 2
 
@@ -277,13 +277,13 @@ def iter_run_results(root: Path) -> Iterator[SlimResult]:
         for entry in entries:
             if not entry.is_dir(follow_symlinks=False) or entry.name.startswith("."):
                 continue
-            found = slim(os.path.join(entry.path, "report.json"))
+            found = slim(os.path.join(entry.path, REPORT))
             if found is not None:
                 yield found
             with os.scandir(entry.path) as inner:
                 for sub in inner:
-                    if sub.name.startswith("attempt-") and sub.is_dir(follow_symlinks=False):
-                        found = slim(os.path.join(sub.path, "report.json"))
+                    if sub.name.startswith(ATTEMPT_PREFIX) and sub.is_dir(follow_symlinks=False):
+                        found = slim(os.path.join(sub.path, REPORT))
                         if found is not None:
                             yield found
 

@@ -41,6 +41,7 @@ from harness import proving
 from harness.integrity.canaries import CanaryPlan
 from harness.manifest import task_pins
 from harness.logs import get_logger
+from harness.paths import BUILD_LOG
 from harness.predictions import Prediction
 from harness.preparation import Prepared, Preparer
 from harness.repos import GitDir, RepositoryUnavailable, TreeEntry
@@ -90,7 +91,7 @@ class TaskEvaluator:
             return self._failed(task, reason, exc, started, log)
         except ImageBuildError as exc:
             outcome = self._failed(task, ErrorReason.ENVIRONMENT_BUILD_FAILED, exc, started, log, exc.log or "")
-            outcome.result.image = {"build_log": exc.log_path, "build_log_file": "build.log"}
+            outcome.result.image = {"build_log": exc.log_path, "build_log_file": BUILD_LOG}
             return outcome
         except Exception as exc:  # a bug or an unexpected engine state: recorded, batch goes on
             return self._failed(task, ErrorReason.HARNESS_ERROR, exc, started, log)

@@ -18,6 +18,7 @@ from typing import Callable
 from harness.integrity.corpus import STOPPED, CorpusAttack, build_corpus
 from harness.integrity.corpus.target import make_target
 from harness.atomic import write_json_atomic, write_text_atomic
+from harness.paths import InstanceFiles, RunPaths
 
 MODEL = "harness-audit"
 
@@ -84,11 +85,11 @@ def build(instances: list, reader_for: Callable[[object], Callable[[str], str | 
 def summarise(run_root: Path, index: dict[tuple[str, int], CorpusAttack]) -> dict:
     rows = []
     for (instance_id, n), attack in sorted(index.items(), key=lambda kv: (kv[0][0], kv[0][1])):
-        directory = run_root / instance_id / f"attempt-{n}"
+        files = InstanceFiles(run_root / instance_id).attempt(n)
         report = None
-        if (directory / "report.json").exists():
-            report = json.loads((directory / "report.json").read_text())
-        output = (directory / "test_output.txt").read_text(errors="replace") if (directory / "test_output.txt").exists() else ""
+        if files.report.exists():
+            report = json.loads(files.report.read_text())
+        output = files.test_output.read_text(errors="replace") if files.test_output.exists() else ""
         resolved, problems = check(attack, report, output)
         flags = (report or {}).get("integrity", {}).get("flags", [])
         rows.append({"instance_id": instance_id, "attempt": n, "class": attack.klass, "attack": attack.slug,
@@ -112,5 +113,5 @@ def render(summary: dict) -> str:
 
 
 def write(run_root: Path, summary: dict) -> None:
-    write_json_atomic(run_root / "audit.json", summary)
-    write_text_atomic(run_root / "audit.md", render(summary) + "\n")
+    write_json_atomic(RunPaths(run_root).audit_json, summary)
+    write_text_atomic(RunPaths(run_root).audit_markdown, render(summary) + "\n")

@@ -45,7 +45,11 @@ SYSTEM_PYTHON = "/usr/bin/python3"
 TESTBED = "/testbed"
 TEST_UID = 1000
 SERVICE_UID = 1001
+#: What the test step leaves in its output directory (the sandbox's names; the run
+#: directory's, spelled alike, are harness.paths's).
 RESULTS_NAME = "results.xml"
+EVIDENCE_NAME = "evidence.json"
+EVENTS_NAME = "events.jsonl"
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import InputError
+from harness.paths import COMMANDS, INSTANCE_RECORD, PATCH, REPORT, TEST_OUTPUT, InstanceFiles
 from harness.results._io import expect_dict, read_json
 
 __all__ = ["MAX_PATCH_LINES", "OUTPUT_HEAD", "OUTPUT_TAIL", "TestRow", "DiffLine", "PatchView", "TextExcerpt",
@@ -32,7 +33,7 @@ OUTPUT_HEAD = 64 * 1024
 OUTPUT_TAIL = 960 * 1024
 # Files the page links to: only types a browser shows as text.  results.xml is written
 # inside the container (hostile) and an XML document may carry XHTML scripts: not linked.
-RAW_FILES = ("report.json", "patch.diff", "test_output.txt", "commands.json", "instance.json")
+RAW_FILES = (REPORT, PATCH, TEST_OUTPUT, COMMANDS, INSTANCE_RECORD)
 
 _HUNK = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 # Colour and cursor escapes make test output unreadable as text; other control characters
@@ -266,14 +267,15 @@ def load_instance_detail(run_dir: str | Path, report_dir: str, run_id: str,
         InputError (ValueError): report.json is missing or not a JSON object.
     """
     directory = Path(run_dir) / report_dir
-    report_path = directory / "report.json"
+    stored = InstanceFiles(directory)
+    report_path = stored.report
     report = expect_dict(read_json(report_path, "instance report"), report_path, None, "report")
     warnings: list[str] = []
     instance: dict[str, Any] = {}
-    if (directory / "instance.json").is_file():
+    if stored.instance_record.is_file():
         try:
-            instance = expect_dict(read_json(directory / "instance.json", "instance record"),
-                                   directory / "instance.json", None, "instance record")
+            instance = expect_dict(read_json(stored.instance_record, "instance record"),
+                                   stored.instance_record, None, "instance record")
         except InputError as exc:
             warnings.append(str(exc))
     tests = _tests(report, instance)
@@ -287,7 +289,7 @@ def load_instance_detail(run_dir: str | Path, report_dir: str, run_id: str,
     error_origin = report.get("error_origin") if isinstance(report.get("error_origin"), str) else None
 
     patch = None
-    patch_path = directory / "patch.diff"
+    patch_path = stored.patch
     if patch_path.is_file():
         text = patch_path.read_bytes().decode("utf-8", "replace")
         lines, files, added, removed, cut = classify_diff(text)
@@ -314,7 +316,7 @@ def load_instance_detail(run_dir: str | Path, report_dir: str, run_id: str,
         error_reason=error_reason, error_origin=error_origin, error_detail=str(report.get("error_detail") or ""),
         tests=tests, test_counts=tuple((o, n) for o in ("passed", "failed", "missing", "not_graded")
                                        if (n := sum(t.outcome == o for t in tests))),
-        patch=patch, test_output=excerpt(directory / "test_output.txt"),
+        patch=patch, test_output=excerpt(stored.test_output),
         commands=_commands(report.get("commands")),
         timings=tuple((str(k), float(v)) for k, v in timings.items()
                       if isinstance(v, (int, float)) and not isinstance(v, bool)),

@@ -27,10 +27,11 @@ from urllib.parse import quote
 
 from harness import stats
 from harness.errors import InputError
+from harness.paths import PAGE, InstanceFiles, RunPaths, attempt_dir_name, attempt_number
 from harness.report import DISJOINT_FROM_RESOLVED
 from harness.results._io import expect_dict, id_list, optional, read_json, str_list
 
-__all__ = ["INFRA_ORIGINS", "SAFE_ID", "INSTANCE_PAGE", "page_path", "InstanceEvidence", "InstanceFigures", "InstanceOutcome", "RunData",
+__all__ = ["INFRA_ORIGINS", "SAFE_ID", "page_path", "InstanceEvidence", "InstanceFigures", "InstanceOutcome", "RunData",
            "repo_of", "load_run"]
 
 #: ``error_origin`` values that make an attempt an infrastructure error: the verdict says
@@ -44,20 +45,16 @@ _OPTIONAL_ID_LISTS = ("invalid_ids", "incomplete_ids", "submitted_ids", "complet
 
 #: Instance ids become directory names; anything that could escape the run dir is refused.
 SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._\-]*")
-_ATTEMPT_DIR = re.compile(r"attempt-(\d+)")
 
 
 #: Note on an instance whose report could not be read (``load_run(strict=False)``).
 UNREADABLE = "unreadable_report"
 
-#: Each instance directory's HTML page, next to its report.json.
-INSTANCE_PAGE = "report.html"
-
 
 def page_path(report_dir: str) -> str:
     """URL path of the page in ``report_dir`` (relative, every segment percent-encoded:
     an id can never become a scheme such as ``javascript:`` or leave its directory)."""
-    return "/".join(quote(segment, safe="") for segment in report_dir.split("/")) + "/" + INSTANCE_PAGE
+    return "/".join(quote(segment, safe="") for segment in report_dir.split("/")) + "/" + PAGE
 
 
 def repo_of(instance_id: str, report_repo: str | None = None) -> str:
@@ -259,20 +256,19 @@ def _read_attempts(instance_dir: Path, instance_id: str) -> list[tuple[int, Path
         return []
     numbered: dict[int, Path] = {}
     for child in instance_dir.iterdir():
-        match = _ATTEMPT_DIR.fullmatch(child.name)
-        if match and child.is_dir():
-            number = int(match.group(1))
+        number = attempt_number(child.name)
+        if number is not None and child.is_dir():
             if number < 1:
                 raise InputError("attempt numbers start at 1", source=str(child), record=instance_id, field="attempt")
-            numbered[number] = child / "report.json"
+            numbered[number] = InstanceFiles(child).report
     if not numbered:
         return []
     result: list[tuple[int, Path, dict | None]] = []
     for number in range(1, max(numbered) + 1):
-        path = numbered.get(number, instance_dir / f"attempt-{number}" / "report.json")
+        path = numbered.get(number, InstanceFiles(instance_dir).attempt(number).report)
         fields = _parse_report(path, instance_id) if path.is_file() else None
         if fields is not None and fields["attempt"] is not None and fields["attempt"] != number:
-            raise InputError(f"is {fields['attempt']}, but the report lives in attempt-{number}/",
+            raise InputError(f"is {fields['attempt']}, but the report lives in {attempt_dir_name(number)}/",
                              source=str(path), record=instance_id, field="attempt")
         result.append((number, path, fields))
     return result
@@ -303,7 +299,7 @@ def load_run(run_dir: str | os.PathLike[str], *, strict: bool = True) -> RunData
     root = Path(run_dir)
     if not root.is_dir():
         raise InputError("run directory not found", source=str(root))
-    summary_path = root / "summary.json"
+    summary_path = RunPaths(root).summary
     summary = expect_dict(read_json(summary_path, "run summary"), summary_path, None, "summary")
     lists = {key: id_list(summary, key, summary_path, required=True) for key in _REQUIRED_ID_LISTS}
     lists.update({key: id_list(summary, key, summary_path, required=False) for key in _OPTIONAL_ID_LISTS})
@@ -335,7 +331,7 @@ def load_run(run_dir: str | os.PathLike[str], *, strict: bool = True) -> RunData
             raise InputError(f"instance id {instance_id!r} is not a safe directory name",
                              source=str(summary_path), field="resolved_ids/unresolved_ids/...")
         instance_dir = root / instance_id
-        root_report = instance_dir / "report.json"
+        root_report = InstanceFiles(instance_dir).report
         main_path: Path | None
         main_fields: dict | None
         from_attempt = False
@@ -392,7 +388,7 @@ def load_run(run_dir: str | os.PathLike[str], *, strict: bool = True) -> RunData
     # summary); it is not counted, but it is mentioned.
     listed = set(universe)
     for child in sorted(root.iterdir()):
-        if child.is_dir() and child.name not in listed and (child / "report.json").is_file():
+        if child.is_dir() and child.name not in listed and InstanceFiles(child).report.is_file():
             warnings.append(f"{child.name}: has report.json but is not listed in summary.json; ignored")
 
     return RunData(run_id=run_id or root.name, path=str(root), model_name_or_path=model if isinstance(model, str) else None,

@@ -45,9 +45,12 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from harness.errors import InputError
-from harness.paths import id_problem
+from harness.paths import InstanceFiles, RunPaths, id_problem
 
 LOGS = Path("logs") / "run_evaluation"
+#: The files of an instance in SWE-bench's layout: SWE-bench's names (the run directory's own
+#: happen to be spelled alike, harness.paths names those).
+REPORT_NAME, TEST_OUTPUT_NAME, PATCH_NAME = "report.json", "test_output.txt", "patch.diff"
 #: beside the model directories: what the run report was counted from (harness's, not SWE-bench's)
 REQUEST = "harness-layout.json"
 START_TEST_OUTPUT = ">>>>> Start Test Output"
@@ -180,7 +183,7 @@ class WrittenLayout:
 def first_attempts(run_dir: Path) -> dict[str, tuple[Path, dict[str, Any]]]:
     """Each instance's first attempt in a run directory: (its directory, its report)."""
     found: dict[str, tuple[int, Path, dict[str, Any]]] = {}
-    for path in sorted([*Path(run_dir).glob("*/report.json"), *Path(run_dir).glob("*/attempt-*/report.json")]):
+    for path in RunPaths(Path(run_dir)).report_files():
         try:
             report = json.loads(path.read_text(encoding="utf-8"))
             instance_id = report["instance_id"]
@@ -208,15 +211,15 @@ def write_layout(run_dir: Path, run_id: str, model: str, instance_ids: Iterable[
         target = model_dir / instance_id
         target.mkdir(parents=True, exist_ok=True)
         if is_error(report):
-            _remove(target / "report.json")
+            _remove(target / REPORT_NAME)
         else:
-            write_json_atomic(target / "report.json", instance_report(report))
-        raw = _read(directory / "test_output.txt")
+            write_json_atomic(target / REPORT_NAME, instance_report(report))
+        raw = _read(InstanceFiles(directory).test_output)
         if raw is not None:
-            write_text_atomic(target / "test_output.txt", test_output(raw.decode("utf-8", "replace"), report))
-        patch = _read(directory / "patch.diff")
+            write_text_atomic(target / TEST_OUTPUT_NAME, test_output(raw.decode("utf-8", "replace"), report))
+        patch = _read(InstanceFiles(directory).patch)
         if patch is not None:
-            write_text_atomic(target / "patch.diff", patch)
+            write_text_atomic(target / PATCH_NAME, patch)
         write_text_atomic(target / "run_instance.log", instance_log(report))
     instance_ids = sorted(set(instance_ids))
     summary = run_report(instance_ids, predictions, reports)

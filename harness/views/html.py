@@ -29,6 +29,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
 from harness._version import __version__
+from harness.paths import PAGE
 from harness.results.comparison import ClaimsComparison, Result, RunsComparison
 from harness.results.instance_detail import InstanceDetail
 from harness.results.run_report import STATUS_ORDER, RunReport
@@ -122,7 +123,7 @@ def render_instance_page(detail: InstanceDetail) -> str:
     """One instance's page (``<instance_id>/report.html``); links are relative to its directory."""
     depth = len(detail.report_dir.split("/"))
     root = "../" * depth
-    siblings = [(label, root + "/".join(segment(p) for p in directory.split("/")) + "/report.html",
+    siblings = [(label, root + "/".join(segment(p) for p in directory.split("/")) + "/" + PAGE,
                  directory == detail.report_dir) for label, directory in detail.siblings]
     return _ENV.get_template("instance.html.j2").render(
         d=detail, root=root, siblings=siblings,
@@ -134,14 +135,14 @@ def render_comparison(result: Result, out_dir: str | os.PathLike[str]) -> str:
     if isinstance(result, ClaimsComparison):
         links = {d.instance_id: relative_href(out_dir, result.run_dir, d.page) for d in result.discordant}
         return _ENV.get_template("claims.html.j2").render(
-            r=result, links=links, run_href=relative_href(out_dir, result.run_dir, "report.html"),
+            r=result, links=links, run_href=relative_href(out_dir, result.run_dir, PAGE),
             charts=charts.claims_charts(result), **_common())
     if isinstance(result, RunsComparison):
         links = {f.instance_id: (relative_href(out_dir, result.run_a.run_dir, f.page_a),
                                  relative_href(out_dir, result.run_b.run_dir, f.page_b)) for f in result.flips}
         return _ENV.get_template("runs.html.j2").render(
             r=result, links=links,
-            run_hrefs=(relative_href(out_dir, result.run_a.run_dir, "report.html"),
-                       relative_href(out_dir, result.run_b.run_dir, "report.html")),
+            run_hrefs=(relative_href(out_dir, result.run_a.run_dir, PAGE),
+                       relative_href(out_dir, result.run_b.run_dir, PAGE)),
             charts=charts.runs_charts(result), **_common())
     raise TypeError(f"render_comparison: unsupported result {type(result).__name__}")

@@ -27,18 +27,17 @@ from typing import Any, Callable
 
 from harness._version import __version__
 from harness.atomic import atomic_open
+from harness.paths import INSTANCE_RECORD, PATCH, TEST_OUTPUT, InstanceFiles, RunPaths
 from harness.results.instance_detail import load_instance_detail
-from harness.results.run_data import INSTANCE_PAGE, load_run
+from harness.results.run_data import load_run
 from harness.results.run_report import build_run_report
 from harness.views.html import render_instance_page, render_run_report
 from harness.views.markdown import render_run_markdown
 
-__all__ = ["RUN_PAGE", "RUN_MARKDOWN", "SitePaths", "write_run_pages", "write_instance_page", "page_hook"]
+__all__ = ["SitePaths", "write_run_pages", "write_instance_page", "page_hook"]
 
-RUN_PAGE = "report.html"
-RUN_MARKDOWN = "report.md"
 _MARKER = '<meta name="harness-page-inputs" content="'
-_INPUT_FILES = ("patch.diff", "test_output.txt", "instance.json")
+_INPUT_FILES = (PATCH, TEST_OUTPUT, INSTANCE_RECORD)
 
 
 def _renderer_version() -> str:
@@ -75,7 +74,7 @@ def _write(path: Path, text: str) -> None:
 def _fingerprint(directory: Path, run_id: str, siblings: tuple[tuple[str, str], ...]) -> str:
     digest = hashlib.sha256(_RENDERER.encode())
     digest.update(json.dumps([run_id, siblings]).encode())
-    digest.update((directory / "report.json").read_bytes())
+    digest.update(InstanceFiles(directory).report.read_bytes())
     for name in _INPUT_FILES:
         try:
             stat = (directory / name).stat()
@@ -105,7 +104,7 @@ def write_instance_page(run_dir: str | os.PathLike[str], report_dir: str, run_id
     root = Path(run_dir)
     directory = root / report_dir
     fingerprint = _fingerprint(directory, run_id, siblings)
-    page = directory / INSTANCE_PAGE
+    page = InstanceFiles(directory).page
     if _current(page, fingerprint):
         return False
     html = render_instance_page(load_instance_detail(root, report_dir, run_id, siblings))
@@ -158,7 +157,7 @@ def write_run_pages(run_dir: str | os.PathLike[str]) -> SitePaths:
                 failed.append(f"{directory}: page not written: {exc}")
     if failed:
         report = dataclasses.replace(report, warnings=(*report.warnings, *failed))
-    page, markdown = root / RUN_PAGE, root / RUN_MARKDOWN
+    page, markdown = RunPaths(root).page, RunPaths(root).markdown
     _write(markdown, render_run_markdown(report))
     _write(page, render_run_report(report))
     return SitePaths(page=page, markdown=markdown, instance_pages=written, unchanged_pages=unchanged,

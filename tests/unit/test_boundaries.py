@@ -144,14 +144,12 @@ def test_test_patch_applied_on_the_host(tmp_path):
 # --------------------------------------------------------------------------- ids that name the run's own files
 
 def _run_file_names() -> set[str]:
-    """Every name the harness writes at the top of a run directory, from the constants
-    that name them (so that a new top-level file cannot be forgotten here)."""
-    from harness.batch import OUTCOMES_FILE
-    from harness.locks import RUN_LOCK_NAME
-    from harness.views.site import RUN_MARKDOWN, RUN_PAGE
+    """Every name the harness writes at the top of a run directory, from RunPaths's
+    accessors, the only place the package names them (tests/unit/test_run_layout.py), so
+    that a new top-level file cannot be forgotten here."""
     paths = RunPaths(__import__("pathlib").Path("/r"))
-    return {paths.summary.name, paths.manifest.name, paths.log.name, OUTCOMES_FILE, RUN_LOCK_NAME, RUN_PAGE,
-            RUN_MARKDOWN, "audit.json", "audit.md", "audit-predictions.jsonl", "validity.json", "validity.md"}
+    accessors = [name for name, value in vars(RunPaths).items() if isinstance(value, property)]
+    return {getattr(paths, name).name for name in accessors}
 
 
 @pytest.mark.parametrize("name", sorted(_run_file_names()))
