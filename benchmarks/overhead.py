@@ -7,11 +7,12 @@ For each instance (warm images), interleaved and repeated:
   start-up), the process wall time is reported beside it;
 * **bare**: the test command the runner would run without the harness around it
   (``build_test_command`` without the outcome plugin, ``env -i`` with the spec's environment
-  and no bootstrap, so no audit hook; same user and workdir; ``Evaluator.bare_call``),
+  and no bootstrap, so no audit hook; same user and workdir; rebuilt here from the inputs of
+  the harness's own test step, :func:`_recording_evaluators`),
   executed with the Docker SDK (``exec_run``) in an already-started container of the same
   instance image with the harness's limits. The container is brought to the test-ready state
-  by the harness itself: ``BatchRunner.evaluate`` runs once in-process with its backend
-  wrapped so that the sandbox is kept open (tree copied, model patch, restores, test files,
+  by the harness itself: ``BatchRunner.evaluate`` runs once in-process with a backend that
+  keeps the sandbox open (given to its constructor; tree copied, model patch, restores, test files,
   canaries, seal, services); only the ``docker exec`` of the bare command is timed. The
   harness's own cost therefore includes the tree diff, the seal, the monitor and the canaries.
 
@@ -87,15 +88,42 @@ class _KeepOpen:
         pass
 
 
+def env_argv(env: dict[str, str], argv: list[str]) -> list[str]:
+    """Run argv with exactly ``env`` (``env -i``: nothing inherited from the image)."""
+    return ["/usr/bin/env", "-i", *(f"{k}={v}" for k, v in sorted(env.items())), *argv]
+
+
 def _recording_evaluators(runner_module):
-    """Make harness.runner create Evaluators that remember themselves (the bare call)."""
+    """Make harness.runner create Evaluators that remember the calls this benchmark times,
+    rebuilt from what the harness's own test step is given: ``bare_call``, the test command
+    as the runner would run it without the harness around it (no bootstrap, no plugin), and
+    ``monitored_call``, the launcher's test step alone, with the bootstrap, the monitor and
+    the plugin, as the launcher runs it."""
+    from harness.engine.sandbox import ROOT
+    from harness.evaluation import build_test_command
+    from harness.integrity import steps
     made = []
     base = runner_module.Evaluator
 
     class Recording(base):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
+            self.bare_call: dict | None = None
+            self.monitored_call: dict | None = None
             made.append(self)
+
+        def _test_step(self, sandbox, layout, plan, test_patch, test_result, staged):
+            results_path = f"{layout.run_dir}/{steps.RESULTS_NAME}"
+            self.bare_call = {"argv": env_argv(self.env, ["/bin/bash", "-c", build_test_command(
+                self.spec, test_patch, results_path)]), "user": "1000:1000", "workdir": steps.TESTBED}
+            return super()._test_step(sandbox, layout, plan, test_patch, test_result, staged)
+
+        def _launch_plan(self, *args, **kwargs):
+            launch = super()._launch_plan(*args, **kwargs)
+            self.monitored_call = {"argv": steps.tests_only_argv(
+                {"tests": launch["tests"], "testbed": steps.TESTBED, "out_dir": "/tmp/.bench-out",
+                 "user": launch["user"]}), "user": ROOT, "workdir": steps.TESTBED}
+            return launch
     runner_module.Evaluator = Recording
     return made, lambda: setattr(runner_module, "Evaluator", base)
 
@@ -119,24 +147,23 @@ class _KeepingBackend:
 class BareContainer:
     """An already-started container of the instance image, brought to the state in which the
     harness runs the tests *by the harness itself* (``BatchRunner.evaluate`` in-process, with
-    its backend wrapped so the container is kept; so it follows whatever the harness does:
+    a :class:`_KeepingBackend` so the container is kept; so it follows whatever the harness does:
     patch strategies, restores, canaries, services, privilege drop). ``run()`` then times only
     a ``docker exec`` of the recorded test command (same argv, user, workdir) in it."""
 
-    def __init__(self, runner, task) -> None:
+    def __init__(self, runner, backend: _KeepingBackend, task) -> None:
         import harness.runner as runner_module
-        backend = _KeepingBackend(runner.backend)
-        runner.backend = backend
+        before = len(backend.kept)
         made, restore = _recording_evaluators(runner_module)
         try:
             result = runner.evaluate(task)
         finally:
-            runner.backend = backend.real
             restore()
         self.status = result.status.value
-        for extra in backend.kept[:-1]:  # retried attempts
+        kept = backend.kept[before:]
+        for extra in kept[:-1]:  # retried attempts
             extra._sandbox.close()
-        self.proxy = backend.kept[-1] if backend.kept else None
+        self.proxy = kept[-1] if kept else None
         call = made[-1].bare_call if made else None
         if self.proxy is None or call is None:
             self.close()
@@ -271,8 +298,10 @@ def main(argv=None) -> int:
     import docker
     from harness import demo
     from harness.repos import RepoResolver
-    from harness.batch import BatchRunner
+    from harness.batch import BatchRunner, run_scope
+    from harness.paths import RunPaths
     from harness.preparation import Preparer
+    from harness.runner import docker_backend
     from harness.tasks import RunConfig, Task
     client = docker.from_env(timeout=600)
     overrides = {name: Path(path).expanduser().resolve() for name, path in (r.split("=", 1) for r in args.repo)}
@@ -281,13 +310,14 @@ def main(argv=None) -> int:
     resolver = RepoResolver(args.cache_dir, args.repos_dir, overrides, allow_clone=False)
     from harness import logs
     logs.configure(runs_dir / "bare-setup.log", quiet=True)
-    runner = BatchRunner(RunConfig(run_id="bench-overhead-bare", output_dir=runs_dir, cache_dir=args.cache_dir,
-                                   force=True), client, Preparer(client, specs, resolver, args.cache_dir))
+    config = RunConfig(run_id="bench-overhead-bare", output_dir=runs_dir, cache_dir=args.cache_dir, force=True)
+    keeping = _KeepingBackend(docker_backend(config, client, run_scope(RunPaths.create(runs_dir, config.run_id).root)))
+    runner = BatchRunner(config, client, Preparer(client, specs, resolver, args.cache_dir), backend=keeping)
     bare: dict[str, BareContainer] = {}
     try:
         for iid in ids:
             try:
-                bare[iid] = BareContainer(runner, Task(instances[iid], preds[iid]))
+                bare[iid] = BareContainer(runner, keeping, Task(instances[iid], preds[iid]))
             except RuntimeError as exc:
                 print(f"skipping {exc}", file=sys.stderr)
         ids = [i for i in ids if i in bare]
@@ -339,7 +369,7 @@ def main(argv=None) -> int:
     finally:
         for b in bare.values():
             b.close()
-        runner.backend.cleanup_run()
+        keeping.real.cleanup_run()
         client.close()
 
     # ------------------------------------------------------------------ aggregate

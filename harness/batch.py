@@ -98,7 +98,9 @@ class BatchRunner:
 
     def __init__(self, config: RunConfig, client: docker.DockerClient | None, preparer: Preparer | None,
                  executor=None, progress: Callable[[InstanceResult], None] | None = None, *,
-                 specs=None, repos=None) -> None:
+                 specs=None, repos=None, backend=None) -> None:
+        """``backend``: what the in-process evaluator starts sandboxes with (default: the
+        engine of ``client``, :func:`harness.runner.docker_backend`)."""
         from harness.executors import LocalExecutor, NodeSetup
         self.config = config
         self.paths = RunPaths.create(config.output_dir, config.run_id)
@@ -112,20 +114,12 @@ class BatchRunner:
         self.setup = NodeSetup.describe(config, self.scope, specs=specs or getattr(preparer, "specs", None),
                                         repos=repos or getattr(preparer, "repos", None))
         if client is not None and preparer is not None:
-            self.setup.bind(TaskEvaluator(config, client, preparer, scope=self.scope))
+            self.setup.bind(TaskEvaluator(config, client, preparer, scope=self.scope, backend=backend))
 
     # the in-process evaluator, for callers that evaluate one task directly (benchmarks)
     @property
     def evaluator(self) -> TaskEvaluator:
         return self.setup.evaluator()
-
-    @property
-    def backend(self):
-        return self.evaluator.backend
-
-    @backend.setter
-    def backend(self, value) -> None:
-        self.evaluator.backend = value
 
     def evaluate(self, task: Task) -> InstanceResult:
         """Evaluate one task in this process and record it (no executor)."""

@@ -154,11 +154,6 @@ def scrubbed_env(spec: EnvSpec, hash_seed: int | None = None) -> dict[str, str]:
     return env
 
 
-def env_argv(env: dict[str, str], argv: list[str]) -> list[str]:
-    """Run argv with exactly ``env`` (``env -i``: nothing inherited from the image)."""
-    return ["/usr/bin/env", "-i", *(f"{k}={v}" for k, v in sorted(env.items())), *argv]
-
-
 def test_files_of(test_patch: PatchFiles, runner: str = "pytest") -> list[str]:
     """The test files of the test patch, as the spec's runner sees them (Python files it
     modifies or creates)."""
@@ -223,10 +218,6 @@ class Evaluator:
         self.canary_proof: dict[str, str] = {}
         #: what judging read (evidence, test files, plan, the flags set before), to judge again
         self._judged_with: tuple | None = None
-        #: the test command as the runner would run it without the harness around it (no
-        #: bootstrap, no plugin): what benchmarks/overhead.py times as "bare"
-        self.bare_call: dict | None = None
-        self.monitored_call: dict | None = None
 
     # ----------------------------------------------------------------- helpers
     def _phase(self, name: str, started: float) -> None:
@@ -497,12 +488,6 @@ class Evaluator:
                                    steps.bootstrap(results_path, self.config.monitor))
         sandbox.put_files(steps.IO_DIR, steps.plan_file(layout, launch))
         argv = steps.launcher_argv(layout)
-        self.bare_call = {"argv": env_argv(self.env, ["/bin/bash", "-c", build_test_command(
-            self.spec, test_patch, results_path)]), "user": "1000:1000", "workdir": steps.TESTBED}
-        # ...and with the bootstrap, the monitor and the plugin, as the launcher runs it
-        self.monitored_call = {"argv": steps.tests_only_argv(
-            {"tests": launch["tests"], "testbed": steps.TESTBED, "out_dir": "/tmp/.bench-out", "user": launch["user"]}),
-            "user": ROOT, "workdir": steps.TESTBED}
         deadline = timeout + self.config.setup_timeout + 60 + sum(
             s.ready_timeout + self.config.setup_timeout * len(s.setup) for s in self.spec.services)
         res = sandbox.exec(argv, timeout=deadline, output_limit=self.config.test_output_limit, user=ROOT)

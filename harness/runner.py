@@ -50,22 +50,29 @@ from harness.tasks import RunConfig, Task, TaskOutcome, TaskRequest, failure_res
 
 __all__ = ["TaskEvaluator"]
 
+def docker_backend(config: RunConfig, client: docker.DockerClient, scope: str | None) -> DockerBackend:
+    """The backend a node starts a run's sandboxes with, on its own engine. ``scope``: the
+    run directory's scope (:func:`harness.batch.run_scope`), which leftover cleanup removes."""
+    import os
+    # Containers carry the node label only under a node agent (harness node), which
+    # removes them when its node is lost; a plain local run has no such agent.
+    return DockerBackend(client, config.label or config.run_id, limits=config.limits, run_dir=scope,
+                         node=os.environ.get("HARNESS_NODE_NAME", ""))
+
+
 class TaskEvaluator:
     """What a node does for one task, against its own engine: prepare, reuse or evaluate,
     and return a :class:`TaskOutcome`. Writes nothing to the run directory. Thread-safe:
     an executor may call :meth:`evaluate` from several threads."""
 
     def __init__(self, config: RunConfig, client: docker.DockerClient, preparer: Preparer, *,
-                 scope: str | None = None, node: str | None = None) -> None:
+                 scope: str | None = None, node: str | None = None, backend: DockerBackend | None = None) -> None:
+        """``backend`` starts the sandboxes (default: :func:`docker_backend` for this run)."""
         self.config = config
         self.client = client
         self.preparer = preparer
-        import os
         self.node = node or node_name()
-        # Containers carry the node label only under a node agent (harness node), which
-        # removes them when its node is lost; a plain local run has no such agent.
-        self.backend = DockerBackend(client, config.label or config.run_id, limits=config.limits, run_dir=scope,
-                                     node=os.environ.get("HARNESS_NODE_NAME", ""))
+        self.backend = backend or docker_backend(config, client, scope)
         self._engine_lost = False
 
     # ------------------------------------------------------------------ one task
