@@ -231,11 +231,12 @@ def bench_pull(cache_dir: Path) -> tuple[str, dict]:
     from harness.engine.registry import Registry
     from harness.repos import RepoResolver
     from harness.preparation import Preparer
-    from harness.selfimage import prepare_offline
+    from tests.scripts import script_module
+    selfimage = script_module("selfimage")
     from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry
     from tests.fixtures.services import PrivateEngine, start_registry
     shared = connect()
-    done, _ = prepare_offline(shared, cache_dir, demo.DEMO_DIR / "instances.jsonl")
+    done, _ = selfimage.prepare_offline(shared, cache_dir, demo.DEMO_DIR / "instances.jsonl")
     specs = SpecRegistry.load(DEFAULT_SPECS_DIR)
     spec = specs.get("harness-demo/calcly", "1.0")
     engines = [PrivateEngine("bench-a"), PrivateEngine("bench-b")]

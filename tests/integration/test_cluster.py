@@ -71,8 +71,9 @@ def seeded_registry(session_registry, engine, cache_dir):
     """The session registry holding the demo set's base and environment images, pushed
     from the shared engine (prepared there first, as `harness run` would)."""
     from harness.engine.registry import Registry
-    from harness.selfimage import prepare_offline
-    done, failed = prepare_offline(engine, cache_dir, DEMO_DIR / "instances.jsonl")
+    from tests.scripts import script_module
+    selfimage = script_module("selfimage")
+    done, failed = selfimage.prepare_offline(engine, cache_dir, DEMO_DIR / "instances.jsonl")
     assert failed == {}
     registry = Registry(engine, session_registry)
     tags = set()

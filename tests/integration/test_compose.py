@@ -1,5 +1,5 @@
 """The harness in a container: ``docker-compose.yml`` runs the ``harness-app`` image (built
-by :mod:`harness.selfimage` on the project's own base) with the engine socket, the cache and
+by scripts/selfimage.py on the project's own base) with the engine socket, the cache and
 the run directory mounted, and grades the demo set exactly as the host's harness does.
 
 Debian's docker-compose 1.29 is always exercised (its absence is a failure: scripts/setup.sh
@@ -47,10 +47,11 @@ def _leftovers(engine, run_id: str) -> list:
 def prepared(engine, cache_dir):
     """The image, and the demo set's host-only inputs (base, wheelhouse, environment) in the
     cache the compose service mounts. Timed, so a slow warm path shows in the report."""
-    from harness.selfimage import build_harness_image_ref, prepare_offline
+    from tests.scripts import script_module
+    selfimage = script_module("selfimage")
     started = time.monotonic()
-    ref = build_harness_image_ref(engine, cache_dir)
-    environments, failed = prepare_offline(engine, cache_dir, DEMO_DIR / "instances.jsonl")
+    ref = selfimage.build_harness_image_ref(engine, cache_dir)
+    environments, failed = selfimage.prepare_offline(engine, cache_dir, DEMO_DIR / "instances.jsonl")
     assert failed == {}
     print(f"\nharness image {ref.tag} {'built' if ref.built else 'found'}; "
           f"prepared in {time.monotonic() - started:.1f} s")
@@ -157,8 +158,9 @@ def test_harness_image_is_content_addressed(prepared, engine, cache_dir, tmp_pat
     """A warm call builds nothing; a changed project file changes the tag; what is not part
     of the image (the venv, runs, tests, caches) never enters the hash. Works on copies of
     the tree, so that edits made to the working tree meanwhile cannot race the checks."""
-    from harness.selfimage import build_harness_image_ref, harness_image_inputs, project_files
-    names = [f.relpath for f in project_files(PROJECT_ROOT)]
+    from tests.scripts import script_module
+    selfimage = script_module("selfimage")
+    names = [f.relpath for f in selfimage.project_files(PROJECT_ROOT)]
     assert "pyproject.toml" in names and "images/harness/Dockerfile" in names
     assert "instances/demo/instances.jsonl" in names
     assert not [n for n in names if n.split("/")[0] in (".venv", "runs", "tests", ".git")
@@ -172,9 +174,9 @@ def test_harness_image_is_content_addressed(prepared, engine, cache_dir, tmp_pat
 
     commit = _recorded_commit(prepared[0])  # a copy is no checkout: record the fixture image's commit
     clean = copy_tree(tmp_path / "clean")
-    ref = build_harness_image_ref(engine, cache_dir, project_root=clean, commit=commit)  # the fixture's image in CI
+    ref = selfimage.build_harness_image_ref(engine, cache_dir, project_root=clean, commit=commit)  # the fixture's image in CI
     started = time.monotonic()
-    again = build_harness_image_ref(engine, cache_dir, project_root=clean, commit=commit)
+    again = selfimage.build_harness_image_ref(engine, cache_dir, project_root=clean, commit=commit)
     assert (again.tag, again.image_id, again.built) == (ref.tag, ref.image_id, False)
     assert time.monotonic() - started < 10
     assert engine.images.get("harness-app:latest").id == ref.image_id
@@ -189,10 +191,10 @@ def test_harness_image_is_content_addressed(prepared, engine, cache_dir, tmp_pat
     (junk / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
     (junk / "runs" / "r").mkdir(parents=True)
     (junk / "runs" / "r" / "summary.json").write_text("{}\n")
-    same, _ = harness_image_inputs(engine, cache_dir, junk, commit)
+    same, _ = selfimage.harness_image_inputs(engine, cache_dir, junk, commit)
     assert content_hash(same) == again.inputs_hash
 
     (junk / "harness" / "cli.py").write_text((junk / "harness" / "cli.py").read_text() + "\n# changed\n")
-    changed, _ = harness_image_inputs(engine, cache_dir, junk, commit)
+    changed, _ = selfimage.harness_image_inputs(engine, cache_dir, junk, commit)
     assert changed["project"] != same["project"]
     assert {k: v for k, v in changed.items() if k != "project"} == {k: v for k, v in same.items() if k != "project"}

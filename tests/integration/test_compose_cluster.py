@@ -29,12 +29,13 @@ DEMO_IDS = sorted(i.instance_id for i in load_instances(DEMO_DIR / "instances.js
 
 @pytest.fixture(scope="module")
 def cluster_images(engine, cache_dir):
-    from harness.selfimage import build_harness_image_ref, build_registry_image, prepare_offline
+    from tests.scripts import script_module
+    selfimage = script_module("selfimage")
     if shutil.which("docker-compose") is None:
         pytest.fail("docker-compose is not installed (bash scripts/setup.sh installs it)", pytrace=False)
-    cluster = build_harness_image_ref(engine, cache_dir, extras=("ray",))
-    registry = build_registry_image(engine, cache_dir)
-    _, failed = prepare_offline(engine, cache_dir, DEMO_DIR / "instances.jsonl")
+    cluster = selfimage.build_harness_image_ref(engine, cache_dir, extras=("ray",))
+    registry = selfimage.build_registry_image(engine, cache_dir)
+    _, failed = selfimage.prepare_offline(engine, cache_dir, DEMO_DIR / "instances.jsonl")
     assert failed == {}
     return cluster, registry
 

@@ -1,5 +1,8 @@
 """The harness in a container: the ``harness-app`` image that ``docker-compose.yml`` runs.
 
+A tool of the checkout, not of the package: it builds the image from the source tree
+around it (pyproject.toml beside harness/), which an installed harness does not have.
+
 :func:`build_harness_image` builds ``harness-app:<content-hash>`` (and points
 ``harness-app:latest`` at it) from ``images/harness/Dockerfile``, the way every harness
 layer is built: no registry, no network. The image is
@@ -27,7 +30,7 @@ as ``harness run`` would (clones, exports, base images, wheelhouses, environment
 instance images), into the cache the container mounts and the engine it shares. Then the
 containerised harness grades that set without network::
 
-    .venv/bin/python -m harness.selfimage            # build the image, prepare the demo set
+    .venv/bin/python scripts/selfimage.py    # build the image, prepare the demo set
     docker-compose run --rm harness run --predictions gold --run-id demo-gold --output-dir /runs
 """
 
@@ -78,6 +81,7 @@ VENV_DIR = "/opt/harness-app"
 
 
 def default_project_root() -> Path:
+    """The checkout this script lies in (scripts/ beside harness/)."""
     return Path(__file__).resolve().parent.parent
 
 
@@ -376,13 +380,13 @@ def prepare_offline(client: docker.DockerClient, cache_dir: Path, instances_file
 # ---------------------------------------------------------------------------- entry point
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m harness.selfimage``: build the image, prepare the cache, print the tag."""
+    """``scripts/selfimage.py``: build the image, prepare the cache, print the tag."""
     from harness.demo import DEMO_DIR
     from harness.engine.client import connect
     from harness.errors import EngineUnavailable
     from harness.paths import cache_root
 
-    parser = argparse.ArgumentParser(prog="python -m harness.selfimage", description=(
+    parser = argparse.ArgumentParser(prog="scripts/selfimage.py", description=(
         "Build the harness-app image docker-compose.yml runs, and prepare the cache for "
         "instance sets (base images, wheelhouses, environments, clones: what a container cannot fetch)."))
     parser.add_argument("--cache-dir", type=Path, help="default: $HARNESS_CACHE_DIR or ~/.cache/harness "
@@ -420,14 +424,14 @@ def main(argv: list[str] | None = None) -> int:
                     pushed = publish_prepared(client, args.registry, prepared)
                     print(f"pushed {len(pushed)} image(s) to {args.registry}", file=sys.stderr)
                 for iid, error in failed.items():
-                    print(f"harness.selfimage: could not prepare {iid}: {error}", file=sys.stderr)
+                    print(f"selfimage: could not prepare {iid}: {error}", file=sys.stderr)
                 failures += len(failed)
         print(f"ready in {time.monotonic() - started:.1f} s; cache {cache_dir}", file=sys.stderr)
     except (InputError, EngineUnavailable) as exc:
-        print(f"harness.selfimage: {exc}", file=sys.stderr)
+        print(f"selfimage: {exc}", file=sys.stderr)
         return 2
     except HarnessError as exc:
-        print(f"harness.selfimage: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"selfimage: {type(exc).__name__}: {exc}", file=sys.stderr)
         log = getattr(exc, "log", "")
         if log:
             print(log[-4000:], file=sys.stderr)
