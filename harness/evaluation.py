@@ -41,7 +41,6 @@ from harness.engine.sandbox import ROOT, ExecResult, Sandbox
 from harness.errors import (ContainerDied, GradingOutcome, InfrastructureError, PatchApplyFailed, PatchRejected,
                             ServiceUnavailable)
 from harness.grading.conventions import get_convention
-from harness.grading.grade import grade
 from harness.grading.parsers import get_parser
 from harness.grading.status import ErrorReason, InstanceStatus
 from harness.grading.verdict import settle_origin
@@ -49,7 +48,8 @@ from harness.instances import Instance
 from harness.integrity import artefacts, rebuild, steps
 from harness.integrity import canaries as canary_mod
 from harness.integrity.evidence import parse_evidence
-from harness.integrity.judge import RunContext, apply_judgement, gradable_tests, judge_run  # noqa: F401
+from harness.integrity.judge import (RunContext, apply_judgement, gradable_tests, invalidate,  # noqa: F401
+                                    judge_run, refuse_runner_reach)
 from harness.integrity.plan import Plan, make_plan
 from harness.integrity.scan import scan_changes
 from harness.integrity.testpatch import TestPatchResult, apply_test_patch
@@ -529,11 +529,7 @@ class Evaluator:
         if judged.infrastructure:
             raise InfrastructureError(judged.infrastructure)
         apply_judgement(self.result, judged)
-        if ("patch_references_test_runner" in self.result.integrity_flags and self.config.forbid_runner_internals
-                and self.result.error_reason is None):
-            hits = self.result.integrity_details.get("patch_references_test_runner", [])
-            self._finish_invalid(ErrorReason.TAMPERED,
-                                 f"the patch reaches into the test runner: {', '.join(hits[:5])}")
+        refuse_runner_reach(self.result, self.instance.tests, self.config.forbid_runner_internals)
 
     def reprove(self, proof: dict[str, str], source: dict) -> None:
         """Judge the finished run again, its canaries proven by a run of the reference patch
@@ -553,12 +549,7 @@ class Evaluator:
         return Evaluation(self.result, self.outputs)
 
     def _finish_invalid(self, reason: ErrorReason, detail: str) -> None:
-        verdict = grade(self.instance.tests, {}, reason)
-        r = self.result
-        r.status, r.resolved = InstanceStatus.INVALID, False
-        r.f2p_failure, r.p2p_failure = list(verdict.f2p_failure), list(verdict.p2p_failure)
-        r.f2p_success, r.p2p_success = [], []
-        r.error_reason, r.error_detail = reason, detail[-4000:]
+        invalidate(self.result, self.instance.tests, reason, detail)
 
 
 def sandbox_cpu(result: InstanceResult) -> CpuLimit | None:

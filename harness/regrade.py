@@ -18,12 +18,12 @@ from pathlib import Path
 from harness.control import recorded_facts
 from harness.errors import InputError
 from harness.evaluation import sandbox_cpu, test_files_of
-from harness.grading.status import ErrorReason, InstanceStatus
+from harness.grading.status import InstanceStatus
 from harness.grading.verdict import final_verdict
 from harness.instances import parse_instance
 from harness.integrity.canaries import Canary
 from harness.integrity.evidence import parse_evidence
-from harness.integrity.judge import RunContext, apply_judgement, judge_run
+from harness.integrity.judge import RunContext, apply_judgement, judge_run, refuse_runner_reach
 from harness.integrity.perturbed import apply_perturbed
 from harness.patches import patch_files
 from harness.paths import SUMMARY, InstanceFiles, RunPaths
@@ -85,11 +85,7 @@ def regrade_run(run_dir: Path) -> dict:
             apply_judgement(result, judge_run(instance, parser, output, read(files.results_xml),
                                               result.test_exit_code, ctx,
                                               convention=result.id_convention or "pytest"))
-            if "patch_references_test_runner" in keep and forbid and result.error_reason is None:
-                result.status, result.resolved = InstanceStatus.INVALID, False
-                result.error_reason = ErrorReason.TAMPERED
-                result.error_detail = "the patch reaches into the test runner: " + ", ".join(
-                    result.integrity_details.get("patch_references_test_runner", [])[:5])
+            refuse_runner_reach(result, instance.tests, forbid)
             perturbed = result.integrity_details.get("perturbed_run")
             if isinstance(perturbed, dict) and "perturbations" in perturbed and result.status is InstanceStatus.FULL:
                 apply_perturbed(result, perturbed, {k: v for k, v in (perturbed.get("proof") or {}).items()

@@ -189,6 +189,25 @@ def gradable_tests(instance: Instance, convention: str = "pytest") -> tuple[Test
                       tuple(t for t in instance.pass_to_pass if t not in keep)), ignored)
 
 
+def invalidate(result, tests: TestLists, reason: ErrorReason, detail: str) -> None:
+    """Make ``result`` INVALID for ``reason``: no graded test counts as passed, every one is
+    listed as failed (what the run showed is kept in its flags and details, not its lists)."""
+    verdict = grade(tests, {}, reason)
+    result.status, result.resolved = verdict.status, False
+    result.f2p_failure, result.p2p_failure = list(verdict.f2p_failure), list(verdict.p2p_failure)
+    result.f2p_success, result.p2p_success = [], []
+    result.error_reason, result.error_detail = reason, detail[-4000:]
+
+
+def refuse_runner_reach(result, tests: TestLists, forbidden: bool) -> None:
+    """After :func:`apply_judgement`: a run that no other reason made INVALID, whose patch the
+    scan found reaching into the test runner (flag ``patch_references_test_runner``) where
+    the spec forbids it, is INVALID (tampered), as the live run and the re-grade both decide."""
+    if "patch_references_test_runner" in result.integrity_flags and forbidden and result.error_reason is None:
+        hits = result.integrity_details.get("patch_references_test_runner", [])
+        invalidate(result, tests, ErrorReason.TAMPERED, f"the patch reaches into the test runner: {', '.join(hits[:5])}")
+
+
 def apply_judgement(result, judged: Judgement) -> None:
     """Copy a judgement into an InstanceResult."""
     verdict = judged.verdict
