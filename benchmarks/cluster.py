@@ -65,7 +65,7 @@ class InstantEvaluator:
         self.backend = _InstantBackend()
 
     def evaluate(self, request):
-        from harness.evaluation import RunOutputs
+        from harness.evaluation_setup import RunOutputs
         from harness.grading.status import InstanceStatus
         from harness.report import InstanceResult
         from harness.tasks import TaskOutcome

@@ -100,7 +100,7 @@ def _recording_evaluators(runner_module):
     ``monitored_call``, the launcher's test step alone, with the bootstrap, the monitor and
     the plugin, as the launcher runs it."""
     from harness.engine.sandbox import ROOT
-    from harness.evaluation import build_test_command
+    from harness.evaluation_setup import build_test_command
     from harness.integrity import steps
     made = []
     base = runner_module.Evaluator

@@ -31,25 +31,21 @@ from __future__ import annotations
 
 import secrets
 import time
-import traceback
-from dataclasses import dataclass, field
 from typing import Callable
 
-from harness.engine.cpus import CpuLimit
-from harness.engine.layers import VENV
 from harness.engine.sandbox import ROOT, ExecResult, Sandbox
 from harness.errors import (ContainerDied, GradingOutcome, InfrastructureError, PatchApplyFailed, PatchRejected,
                             ServiceUnavailable)
+from harness.evaluation_setup import (BASE_ENV, EvalConfig, Evaluation, RunOutputs, build_test_command,
+                                      draw_hash_seed, emits_evidence, is_pytest, sandbox_cpu, scrubbed_env)
 from harness.grading.conventions import get_convention
-from harness.grading.parsers import get_parser
 from harness.grading.status import ErrorReason, InstanceStatus
 from harness.grading.verdict import settle_origin
 from harness.instances import Instance
 from harness.integrity import artefacts, rebuild, steps
 from harness.integrity import canaries as canary_mod
 from harness.integrity.evidence import parse_evidence
-from harness.integrity.judge import (RunContext, apply_judgement, gradable_tests, invalidate,  # noqa: F401
-                                    judge_run, refuse_runner_reach)
+from harness.integrity.judge import RunContext, apply_judgement, invalidate, judge_run, refuse_runner_reach
 from harness.integrity.plan import Plan, make_plan
 from harness.integrity.scan import scan_changes
 from harness.integrity.testpatch import TestPatchResult, apply_test_patch
@@ -63,123 +59,6 @@ from harness.specs import EnvSpec
 
 #: Pristine bytes and mode of a path at the base commit, or None if it did not exist.
 PristineSource = Callable[[str], "tuple[bytes, int] | None"]
-
-BASE_ENV = {
-    "PATH": f"{VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-    "HOME": "/tmp",
-    "LANG": "C.UTF-8",
-    "LC_ALL": "C.UTF-8",
-    "TZ": "UTC",
-    "PYTHONDONTWRITEBYTECODE": "1",
-    "PIP_NO_INDEX": "1",
-    "PIP_FIND_LINKS": "/opt/harness/wheels",
-    "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "GIT_TERMINAL_PROMPT": "0",
-}
-#: String hashing as SWE-bench's runs have it: randomised, one seed per evaluation
-#: (SWE-bench sets no PYTHONHASHSEED, so each of its Python processes draws one; sympy's
-#: bin/test draws one for the child it runs the tests in). Drawn from [1, 2**32): 0 would
-#: turn the randomisation off. Set, the variable also keeps bin/test in-process, under the
-#: harness's reporter; its value is recorded (report.json ``resources.python_hash_seed``), so
-#: an outcome that depends on it can be replayed. A spec's ``env`` may fix it.
-HASH_SEEDS = 2**32
-
-
-def draw_hash_seed() -> int:
-    import secrets
-    return 1 + secrets.randbelow(HASH_SEEDS - 1)
-
-
-#: The outcome-origin plugin, for runners that are pytest.
-OUTCOME_PLUGIN_ARGS = "-p _harness_outcomes"
-
-
-@dataclass(frozen=True)
-class EvalConfig:
-    """Grading configuration. Times in seconds, sizes in bytes."""
-
-    timeout: int | None = None          # test-run timeout; None: the spec's
-    setup_timeout: int = 300            # every other command
-    test_output_limit: int = 32 * 1024 * 1024
-    junit_limit: int = 64 * 1024 * 1024
-    restore_test_infra: bool = True
-    canaries: int = 3                   # canaries planted per run (0: none)
-    perturbed_run: bool = False         # a FULL result runs again with one F2P test changed in place
-    forbid_runner_internals: bool = True
-    monitor: bool = True                # the runtime tamper monitor (audit hook)
-    tree_report_limit: int = 48 * 1024 * 1024
-    max_tree_changes: int = 20_000
-    hash_seed: int | None = None        # PYTHONHASHSEED of the tests; None: one drawn per evaluation
-
-    def __post_init__(self) -> None:
-        # a timeout below one second would time out every run and charge it to the model
-        if self.timeout is not None and (isinstance(self.timeout, bool) or self.timeout < 1):
-            raise ValueError(f"EvalConfig.timeout must be None or at least 1 s, got {self.timeout!r}")
-        if self.setup_timeout < 1:
-            raise ValueError(f"EvalConfig.setup_timeout must be at least 1 s, got {self.setup_timeout!r}")
-
-    def as_dict(self) -> dict:
-        return {"timeout": self.timeout, "setup_timeout": self.setup_timeout,
-                "test_output_limit": self.test_output_limit, "junit_limit": self.junit_limit,
-                "restore_test_infra": self.restore_test_infra, "canaries": self.canaries,
-                **({"perturbed_run": True} if self.perturbed_run else {}),
-                "forbid_runner_internals": self.forbid_runner_internals, "monitor": self.monitor,
-                "tree_report_limit": self.tree_report_limit, "max_tree_changes": self.max_tree_changes,
-                "hash_seed": self.hash_seed}
-
-
-@dataclass
-class RunOutputs:
-    """Raw artefacts kept next to report.json."""
-
-    test_output: str = ""
-    junit_xml: bytes | None = None
-    patch: str = ""
-    evidence: bytes | None = None
-    events: bytes | None = None
-
-
-@dataclass
-class Evaluation:
-    result: InstanceResult
-    outputs: RunOutputs = field(default_factory=RunOutputs)
-
-
-def scrubbed_env(spec: EnvSpec, hash_seed: int | None = None) -> dict[str, str]:
-    env = dict(BASE_ENV)
-    if hash_seed is not None:
-        env["PYTHONHASHSEED"] = str(hash_seed)
-    env.update(spec.env_dict)
-    return env
-
-
-def test_files_of(test_patch: PatchFiles, runner: str = "pytest") -> list[str]:
-    """The test files of the test patch, as the spec's runner sees them (Python files it
-    modifies or creates)."""
-    return get_runner(runner).test_files(test_patch)
-
-
-def is_pytest(spec: EnvSpec) -> bool:
-    """pytest runs the tests (the outcome-origin plugin and the results-file provenance apply)."""
-    return spec.runner == "pytest" and spec.parser.startswith("pytest")
-
-
-def emits_evidence(spec: EnvSpec) -> bool:
-    """The test process states outcome origins and its results file's hash on the evidence
-    fd: the outcome plugin under pytest, the in-container reporter under the others."""
-    return is_pytest(spec) or get_runner(spec.runner).reporter
-
-
-def build_test_command(spec: EnvSpec, test_patch: PatchFiles, junit_path: str, plugin: bool = False) -> str:
-    """The spec's test command as its runner spells it (harness.runners): the command, its
-    targets, and only then our options (the outcome plugin for pytest, then the parser's)."""
-    runner = get_runner(spec.runner)
-    targets = runner.targets(test_patch) if spec.test_directives == "test_files" else []
-    options = [o for o in (OUTCOME_PLUGIN_ARGS if plugin and is_pytest(spec) else "",
-                           get_parser(spec.parser).runner_args or "") if o]
-    return runner.command(spec.test_cmd, targets, junit_path, " ".join(options))
-
 
 class Evaluator:
     """Runs the sequence above. One instance per (instance, prediction); no shared state."""
@@ -552,19 +431,9 @@ class Evaluator:
         invalidate(self.result, self.instance.tests, reason, detail)
 
 
-def sandbox_cpu(result: InstanceResult) -> CpuLimit | None:
-    """The cores the result's sandbox had, as report.json recorded them."""
-    return CpuLimit.from_dict(result.resources.get("cpus"))
-
-
 def _number(value) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _int(value) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def exception_record(exc: BaseException) -> dict[str, str]:
-    return {"type": type(exc).__name__, "message": str(exc)[:4000],
-            "traceback": "".join(traceback.format_exception(exc))[-8000:]}

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Callable
 
 from harness.errors import InfrastructureError
-from harness.evaluation import Evaluation, Evaluator
+from harness.evaluation import Evaluator
+from harness.evaluation_setup import Evaluation
 from harness.grading.verdict import settle_origin
 from harness.instances import Instance
 from harness.integrity.canaries import CanaryPlan, NothingToChange, instance_seed, proof_from

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from harness.control import recorded_facts
 from harness.errors import InputError
-from harness.evaluation import sandbox_cpu, test_files_of
+from harness.evaluation_setup import sandbox_cpu, test_files_of
 from harness.grading.status import InstanceStatus
 from harness.grading.verdict import final_verdict
 from harness.instances import parse_instance

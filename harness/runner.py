@@ -34,7 +34,8 @@ from harness.engine.sandbox import DockerBackend
 from harness.engine.client import engine_alive
 from harness.errors import (ContainerDied, EngineLost, ImageBuildError, InfrastructureError, InputError,
                             ServiceUnavailable)
-from harness.evaluation import EvalConfig, Evaluation, Evaluator
+from harness.evaluation import Evaluator
+from harness.evaluation_setup import EvalConfig, Evaluation
 from harness.grading.status import ErrorReason, InstanceStatus
 from harness.instances import Instance
 from harness import proving

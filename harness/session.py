@@ -224,7 +224,7 @@ class _Session:
         from harness.batch import BatchRunner
         from harness.engine.client import connect
         from harness.engine.sandbox import Limits
-        from harness.evaluation import EvalConfig
+        from harness.evaluation_setup import EvalConfig
         from harness.executors import make_executor
         from harness.report import summarise_run_directory
         from harness.atomic import write_json_atomic

@@ -17,7 +17,7 @@ from typing import Iterable
 from harness import incontainer
 from harness._version import __version__
 from harness.engine.sandbox import Limits
-from harness.evaluation import EvalConfig, RunOutputs, exception_record
+from harness.evaluation_setup import EvalConfig, RunOutputs, exception_record
 from harness.grading.status import ErrorReason, InstanceStatus
 from harness.hashing import content_hash
 from harness.instances import Instance

@@ -43,7 +43,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("integrity", ("integrity",)),
     ("results", ("report", "control", "manifest", "validity", "stats", "results", "swebench.layout")),
     ("views", ("views",)),
-    ("node", ("evaluation", "proving", "runner", "tasks", "regrade")),
+    ("node", ("evaluation", "evaluation_setup", "proving", "runner", "tasks", "regrade")),
     ("run", ("batch", "executors", "session")),
     ("commands", ("__init__", "__main__", "cli", "cliargs", "cluster", "compare", "spec_commands", "swebench",
                   "swebench.flags", "swebench.options")),

@@ -250,7 +250,7 @@ def test_numeric_options_at_the_bounds_are_accepted(argv, attr, value):
 
 
 def test_eval_config_refuses_a_timeout_below_one_second():
-    from harness.evaluation import EvalConfig
+    from harness.evaluation_setup import EvalConfig
     for bad in (-1, 0):
         with pytest.raises(ValueError):
             EvalConfig(timeout=bad)

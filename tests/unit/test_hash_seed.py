@@ -1,11 +1,12 @@
 """The tests' string hashing: randomised as in SWE-bench's runs, one recorded seed per
-evaluation (harness.evaluation.HASH_SEEDS), unless the spec fixes it."""
+evaluation (harness.evaluation_setup.HASH_SEEDS), unless the spec fixes it."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from harness.evaluation import HASH_SEEDS, EvalConfig, Evaluator, draw_hash_seed, scrubbed_env
+from harness.evaluation import Evaluator
+from harness.evaluation_setup import HASH_SEEDS, EvalConfig, draw_hash_seed, scrubbed_env
 from harness.instances import parse_instance
 from harness.predictions import Prediction
 from harness.specs import EnvSpec

@@ -11,7 +11,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from harness.atomic import write_json_atomic, write_text_atomic
-from harness.evaluation import EvalConfig, Evaluator
+from harness.evaluation import Evaluator
+from harness.evaluation_setup import EvalConfig
 from harness.grading.status import ErrorReason, InstanceStatus
 from harness.instances import parse_instance
 from harness.paths import RunPaths

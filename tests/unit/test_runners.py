@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import UnknownNameError
-from harness.evaluation import build_test_command
+from harness.evaluation_setup import build_test_command
 from harness.integrity.canaries import plant
 from harness.grading.parsers import get_parser
 from harness.patches import patch_files
