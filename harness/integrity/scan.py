@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import functools
 import importlib.util
 import io
 import re
@@ -60,78 +59,11 @@ from typing import Callable, Iterable
 
 from harness.integrity.artefacts import compiled_content
 from harness.integrity.folding import Folder
+from harness.integrity.scan_rules import (DECODERS, EXEC_CALLS, IMPORTERS, READERS, TAMPER, UNPICKLERS,
+                                          built_runner_name, classify)
 
-TAMPER = frozenset({"runner_internals", "gc_walk", "trace_hook", "audit_hook", "decoded_exec", "code_loading",
-                    "compiled_literal", "output_bypass"})
 #: names of Python source files (a failure to parse one is flagged: ``scan_tokenized``)
 PYTHON_SUFFIXES = (".py", ".pyw", ".pyi")
-RUNNER_INTERNALS = re.compile(
-    r"(?:^|[^A-Za-z0-9])_pytest(?:$|[^A-Za-z0-9_])|pluginmanager|hookimpl|hookwrapper|pytest_runtest_|"
-    r"pytest_collection|pytest_configure|pytest_sessionfinish|pytest_terminal_summary|pytest_report|"
-    r"pytest_unconfigure|pytest_plugin_registered|junitxml|LogXML|TerminalReporter|_harness|"
-    r"(?:^|\.)_outcome$|TextTestResult|TestResult\.add|addSuccess|addFailure|addSkip|addExpectedFailure|"
-    r"PYTEST_PLUGINS|PYTEST_ADDOPTS")
-#: the names of the outcome-deciding classes and functions of every runner the harness
-#: grades through (those the runner identity captures, harness/incontainer/_harness_identity.py:
-#: pytest's, pluggy's, unittest's, sympy's, Django's), matched as whole identifiers in strings
-#: *assembled from pieces* (``"PyTest" + "Reporter"``, ``"".join([...])``, ``chr`` ...): code
-#: that spells such a name plainly is what runner identity watches at run time, code that
-#: builds it hides what it reaches for. Generic words (``run``, ``fail``, ``Reporter``) are
-#: left out: honest code builds those.
-BUILT_RUNNER_NAMES = frozenset({
-    # pytest and pluggy
-    "TestReport", "BaseReport", "CollectReport", "CallInfo", "from_item_and_call", "runtestprotocol",
-    "call_and_report", "call_runtest_hook", "check_interactive_exception", "LogXML", "_NodeReporter",
-    "evaluate_xfail_marks", "evaluate_skip_marks", "check_xfail_no_run", "check_strict_xfail", "MarkEvaluator",
-    "pytest_pyfunc_call", "TestCaseFunction", "OutcomeException", "XFailed", "pytest_runtestloop",
-    "wrap_session", "_multicall", "_MultiCall", "_HookCaller", "HookCaller", "HookImpl", "PluginManager",
-    "_CallOutcome", "_LegacyMultiCall", "TerminalReporter",
-    # unittest and Django
-    "TestResult", "TextTestResult", "TextTestRunner", "_Outcome", "_ShouldStop", "_UnexpectedSuccess",
-    "_addSkip", "addSuccess", "addFailure", "addError", "addSkip", "addExpectedFailure",
-    "addUnexpectedSuccess", "addSubTest", "DiscoverRunner", "RemoteTestResult", "ParallelTestSuite",
-    # sympy's runner
-    "SymPyTests", "PyTestReporter", "SymPyDocTests", "test_pass", "test_fail", "test_exception",
-    "test_skip", "test_xfail", "test_xpass", "entering_test", "run_in_subprocess_with_hash_randomization",
-})
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-#: attribute names specific enough to mean one thing whatever they are looked up on
-_ATTRS = {
-    "frame_walk": frozenset({"f_back", "f_globals", "f_locals", "f_builtins", "tb_frame", "gi_frame", "cr_frame",
-                             "ag_frame", "_getframe", "_current_frames", "_getframemodulename"}),
-    "trace_hook": frozenset({"settrace", "setprofile"}),
-    "audit_hook": frozenset({"addaudithook"}),
-    "output_bypass": frozenset({"__stdout__", "__stderr__"}),
-    "ctypes": frozenset({"pythonapi"}),
-    "code_loading": frozenset({"SourceFileLoader", "SourcelessFileLoader", "ExtensionFileLoader",
-                               "spec_from_file_location", "decode_source", "SOURCE_SUFFIXES", "BYTECODE_SUFFIXES",
-                               "EXTENSION_SUFFIXES", "FileFinder", "zipimporter", "_bootstrap_external",
-                               "_code_to_timestamp_pyc", "_code_to_hash_pyc"}),
-    "import_hook": frozenset({"meta_path", "path_hooks", "path_importer_cache", "module_from_spec", "exec_module",
-                              "spec_from_loader"}),
-}
-#: dotted names (module.attribute), from attribute chains, from-imports and getattr
-_QUALIFIED = {
-    "frame_walk": frozenset({"inspect.currentframe", "inspect.stack", "inspect.getouterframes",
-                             "inspect.getinnerframes", "inspect.trace", "traceback.walk_stack"}),
-    "gc_walk": frozenset({"gc.get_objects", "gc.get_referrers", "gc.get_referents"}),
-    "trace_hook": frozenset({"sys.monitoring", "threading.settrace", "threading.setprofile"}),
-    "output_bypass": frozenset({"os._exit", "os.dup2", "posix._exit"}),
-    "exit_hook": frozenset({"atexit.register"}),
-    "code_loading": frozenset({"runpy.run_path", "runpy.run_module", "runpy._run_module_code", "runpy._run_code",
-                               "marshal.load", "marshal.loads", "imp.load_source", "imp.load_compiled",
-                               "imp.load_dynamic", "imp.load_package", "imp.load_module", "pkgutil.read_code",
-                               "site.addsitedir", "site.addpackage", "site.main", "_imp.create_dynamic",
-                               "_imp.exec_dynamic", "yaml.unsafe_load", "yaml.unsafe_load_all", "yaml.UnsafeLoader",
-                               "yaml.Loader"}),
-    "import_hook": frozenset({"sys.path.insert", "sys.path.append", "sys.path.extend", "pkgutil.get_loader",
-                              "pkgutil.find_loader", "pkgutil.get_importer", "pkgutil.iter_importers",
-                              "pkgutil.ImpImporter", "pkgutil.ImpLoader"}),
-}
-#: imported modules that are a finding by themselves
-_MODULES = {"ctypes": "ctypes", "_ctypes": "ctypes", "cffi": "ctypes", "atexit": "exit_hook",
-            "zipimport": "code_loading"}
-_NAME_RULES = {k: v for d in (_ATTRS, _QUALIFIED) for k, v in d.items()}  # for the token fallback
 
 
 def _pieces(node: ast.AST, folder: Folder) -> list[str]:
@@ -146,56 +78,8 @@ def _pieces(node: ast.AST, folder: Folder) -> list[str]:
     return out
 
 
-def _built_runner_name(text: str, pieces: list[str]) -> str | None:
-    """The first runner-internal name among the identifiers of an assembled string that
-    none of its pieces holds whole (``"%s.TestResult" % x`` spells the name: not built)."""
-    if len(text) > 4096:   # names, dotted paths and short templates; not whole documents
-        return None
-    return next((w for w in _IDENTIFIER.findall(text)
-                 if w in BUILT_RUNNER_NAMES and not any(w in p for p in pieces)), None)
-
-
-def _classify(word: str) -> tuple[str, ...]:
-    """Categories a name, a dotted name or a built string falls in (pure; cached for
-    short words, because the same names recur thousands of times in a module)."""
-    return _classify_short(word) if len(word) <= 200 else _classify_word(word)
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _classify_short(word: str) -> tuple[str, ...]:
-    return _classify_word(word)
-
-
-def _classify_word(word: str) -> tuple[str, ...]:
-    out = []
-    if RUNNER_INTERNALS.search(word):
-        out.append("runner_internals")
-    tail = word.rsplit(".", 1)[-1]
-    for category, names in _ATTRS.items():
-        if word in names or (tail in names and "." in word):
-            out.append(category)
-    for category, names in _QUALIFIED.items():
-        if word in names or any(word.endswith("." + n) for n in names):
-            out.append(category)
-    head = word.split(".", 1)[0]
-    if head in _MODULES:
-        out.append(_MODULES[head])
-    return tuple(dict.fromkeys(out))
-
-
-_DECODERS = frozenset({"b64decode", "b32decode", "b16decode", "b85decode", "a85decode", "decodebytes", "decode",
-                       "decompress", "unhexlify", "a2b_base64", "a2b_hex", "fromhex", "loads", "rot13",
-                       "urlsafe_b64decode", "standard_b64decode"})
-_EXEC = frozenset({"exec", "eval", "compile", "execfile"})
-#: calls that read a file or a resource: what exec/eval/compile is given from them is code from a file
-_READERS = frozenset({"read", "read_text", "read_bytes", "readlines", "get_data", "getsource", "get_source",
-                      "decode_source", "read_code", "urlopen", "open", "fdopen", "open_code", "read_binary"})
-#: unpickling runs whatever callables the pickle names
-_UNPICKLERS = frozenset({"pickle", "_pickle", "cPickle", "dill", "cloudpickle", "shelve"})
 #: how deep strings holding code are followed (code in a string in a string...)
 _MAX_NESTING = 3
-_IMPORTERS = frozenset({"__import__", "import_module", "find_spec", "spec_from_file_location", "load_module",
-                        "module_from_spec", "SourceFileLoader"})
 
 
 @dataclass(frozen=True)
@@ -272,7 +156,7 @@ def _aliases(nodes: list[ast.AST], folder: "Folder") -> dict[str, str]:
             for a in node.names:
                 out[a.asname or a.name] = f"{node.module}.{a.name}"
         elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
-                and isinstance(node.value, ast.Call) and _call_name(node.value) in _IMPORTERS and node.value.args:
+                and isinstance(node.value, ast.Call) and _call_name(node.value) in IMPORTERS and node.value.args:
             target = folder.fold(node.value.args[0])
             if target:
                 out[node.targets[0].id] = target
@@ -287,7 +171,7 @@ def _dotted(node: ast.AST, aliases: dict[str, str] | None = None, folder: "Folde
     if isinstance(node, ast.Name):
         parts.append((aliases or {}).get(node.id, node.id))
         return ".".join(reversed(parts))
-    if isinstance(node, ast.Call) and folder is not None and _call_name(node) in _IMPORTERS and node.args:
+    if isinstance(node, ast.Call) and folder is not None and _call_name(node) in IMPORTERS and node.args:
         target = folder.fold(node.args[0])
         if target:
             parts.append(target)
@@ -299,14 +183,14 @@ def _is_builtin_exec(func: ast.AST, aliases: dict[str, str], folder: "Folder") -
     """The builtin ``exec``/``eval``/``compile``/``execfile`` a call's function is (by name,
     through ``builtins``, or ``__builtins__[...]``), else None: ``re.compile(...)`` and a
     method named ``eval`` are not."""
-    if isinstance(func, ast.Name) and func.id in _EXEC:
+    if isinstance(func, ast.Name) and func.id in EXEC_CALLS:
         return func.id
-    if isinstance(func, ast.Attribute) and func.attr in _EXEC:
+    if isinstance(func, ast.Attribute) and func.attr in EXEC_CALLS:
         owner = _dotted(func.value, aliases, folder)
         return func.attr if owner in ("builtins", "__builtins__", "__builtin__") else None
     if isinstance(func, ast.Subscript):
         key = folder.fold(func.slice)
-        return key if key in _EXEC else None
+        return key if key in EXEC_CALLS else None
     return None
 
 
@@ -314,7 +198,7 @@ def _findings_ast(tree: ast.AST, path: str, depth: int = 0, offset: int = 0) -> 
     # one walk, shared by every pass (walking a large module is most of a scan's cost)
     nodes = list(ast.walk(tree))
     folder, docs, out = Folder(nodes), _docstrings(nodes), []
-    decoded_names, read_names = _bound_names(nodes, _DECODERS), _bound_names(nodes, _READERS)
+    decoded_names, read_names = _bound_names(nodes, DECODERS), _bound_names(nodes, READERS)
     aliases = _aliases(nodes, folder)
     called = {id(n.func) for n in nodes if isinstance(n, ast.Call)}
     built_seen: set[int] = set()
@@ -332,7 +216,7 @@ def _findings_ast(tree: ast.AST, path: str, depth: int = 0, offset: int = 0) -> 
             words.append(_dotted(node, aliases, folder) or "?." + node.attr)
         elif isinstance(node, ast.Name):
             words.append(aliases.get(node.id, node.id))
-            if node.id in _EXEC and id(node) not in called:   # the builtin passed around: f = exec
+            if node.id in EXEC_CALLS and id(node) not in called:   # the builtin passed around: f = exec
                 add(node, "dynamic_code", node.id)
         elif isinstance(node, ast.Import):
             words += [a.name for a in node.names]
@@ -350,7 +234,7 @@ def _findings_ast(tree: ast.AST, path: str, depth: int = 0, offset: int = 0) -> 
                 words.append(folded)
                 if not isinstance(node, ast.Constant) and id(node) not in built_seen:
                     built_seen.update(id(n) for n in ast.walk(node))   # the outermost assembly only
-                    built = _built_runner_name(folded, _pieces(node, folder))
+                    built = built_runner_name(folded, _pieces(node, folder))
                     if built:
                         add(node, "runner_internals", f"{built} (assembled from pieces)")
         if isinstance(node, ast.Call):
@@ -360,29 +244,29 @@ def _findings_ast(tree: ast.AST, path: str, depth: int = 0, offset: int = 0) -> 
                 attr, owner = folder.fold(node.args[1]), _dotted(node.args[0], aliases, folder)
                 if attr is not None:
                     words.append(f"{owner}.{attr}" if owner else "?." + attr)
-                    if attr in _EXEC:
+                    if attr in EXEC_CALLS:
                         add(node, "dynamic_code", f"getattr(..., {attr!r})")
             builtin = _is_builtin_exec(node.func, aliases, folder)
             if builtin == "execfile":
                 add(node, "code_loading", "execfile(...)")
             elif builtin and first is not None and not isinstance(first, ast.Constant):
-                if calls_in(first, _READERS, read_names):
+                if calls_in(first, READERS, read_names):
                     add(node, "code_loading", f"{builtin}(<read from a file>)")
-                elif calls_in(first, _DECODERS, decoded_names):
+                elif calls_in(first, DECODERS, decoded_names):
                     add(node, "decoded_exec", f"{builtin}(...)")
                 else:
                     add(node, "dynamic_code", f"{builtin}(...)")
             if name in ("FunctionType", "CodeType", "LambdaType"):
                 add(node, "decoded_exec", name)
             if name in ("load", "loads", "Unpickler") and isinstance(node.func, ast.Attribute) \
-                    and (_dotted(node.func.value, aliases, folder) or "").split(".")[0] in _UNPICKLERS \
+                    and (_dotted(node.func.value, aliases, folder) or "").split(".")[0] in UNPICKLERS \
                     and first is not None:
                 # unpickling calls whatever the pickle names: a literal one, or one read from a file
                 if isinstance(first, ast.Constant):
                     add(node, "decoded_exec", f"{_dotted(node.func, aliases, folder)}(<literal>)")
-                elif calls_in(first, _READERS, read_names):
+                elif calls_in(first, READERS, read_names):
                     add(node, "code_loading", f"{_dotted(node.func, aliases, folder)}(<read from a file>)")
-            if name in _IMPORTERS and first is not None:
+            if name in IMPORTERS and first is not None:
                 target = folder.fold(first)
                 if target is None:
                     add(node, "dynamic_import", f"{name}(...)")
@@ -399,7 +283,7 @@ def _findings_ast(tree: ast.AST, path: str, depth: int = 0, offset: int = 0) -> 
                 if dotted == "sys.path":
                     add(node, "import_hook", "sys.path = ...")
         for word in words:
-            for category in _classify(word):
+            for category in classify(word):
                 add(node, category, word)
     return out
 
@@ -463,9 +347,9 @@ def _findings_tokens(text: str, path: str, python: bool = True) -> list[Finding]
                 word = value.decode("latin-1") if isinstance(value, bytes) else str(value)
             except (ValueError, SyntaxError, SystemError, MemoryError, RecursionError):
                 pass
-        for category in _classify(word):
+        for category in classify(word):
             out.append(Finding(path, tok.start[0], category, word[:120]))
-        if python and word in _EXEC:
+        if python and word in EXEC_CALLS:
             out.append(Finding(path, tok.start[0], "dynamic_code", word))
     return out
 

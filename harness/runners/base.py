@@ -60,7 +60,7 @@ class Runner:
     infra_patterns: tuple[str, ...] = ()
     summary: str = ""
     #: added lines that reach into this runner's result machinery from the code under test
-    #: (flagged like pytest's internals; harness/integrity/scan.py RUNNER_INTERNALS)
+    #: (flagged like pytest's internals; harness/integrity/scan_rules.py RUNNER_INTERNALS)
     internals: str = ""
 
     @property

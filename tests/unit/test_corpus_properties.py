@@ -8,7 +8,8 @@ import pytest
 
 from harness.integrity.corpus import build_corpus
 from harness.integrity.corpus.target import make_target
-from harness.integrity.scan import TAMPER, added_findings
+from harness.integrity.scan import added_findings
+from harness.integrity.scan_rules import TAMPER
 from harness.integrity.testpatch import apply_test_patch
 from harness.patches import patch_files
 from tests.patchgen import base_file, demo_instance, demo_paths

@@ -11,7 +11,8 @@ from harness.grading.grade import TestLists, grade
 from harness.grading.status import ErrorReason, InstanceStatus, TestStatus
 from harness.integrity.evidence import code_raised, judge_evidence, node_id, parse_evidence, plugin_status
 from harness.integrity.plan import make_plan, project_modules, find_tests_root
-from harness.integrity.scan import TAMPER, added_findings, findings
+from harness.integrity.scan import added_findings, findings
+from harness.integrity.scan_rules import TAMPER
 from harness.integrity.tree import MalformedTreeReport, TreeChange, TreeTruth, disagreement, parse_tree_report
 from harness.patches import PatchFiles
 
@@ -103,7 +104,7 @@ def test_scan_sees_what_python_sees(source, category):
     assert parsed and category in {f.category for f in found}, found
 
 
-@pytest.mark.parametrize("name", sorted(__import__("harness.integrity.scan", fromlist=["x"]).BUILT_RUNNER_NAMES))
+@pytest.mark.parametrize("name", sorted(__import__("harness.integrity.scan_rules", fromlist=["x"]).BUILT_RUNNER_NAMES))
 def test_every_runner_internal_name_assembled_from_pieces_is_tampering(name):
     """Whatever runner-internal name it is and however it is cut: concatenation, a join, a
     module-level piece, ``chr`` (``"PyTest" + "Reporter"`` went unseen by a list of names)."""
