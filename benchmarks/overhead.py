@@ -296,7 +296,6 @@ def main(argv=None) -> int:
             return 1
 
     import docker
-    from harness import demo
     from harness.repos import RepoResolver
     from harness.batch import BatchRunner, run_scope
     from harness.paths import RunPaths
@@ -305,8 +304,6 @@ def main(argv=None) -> int:
     from harness.tasks import RunConfig, Task
     client = docker.from_env(timeout=600)
     overrides = {name: Path(path).expanduser().resolve() for name, path in (r.split("=", 1) for r in args.repo)}
-    if args.repos_dir is None and any(i.repo.startswith(demo.DEMO_OWNER + "/") for i in loaded.instances):
-        overrides = {**demo.build_demo_repos(demo.DEMO_DIR, args.cache_dir / "demo-repos"), **overrides}
     resolver = RepoResolver(args.cache_dir, args.repos_dir, overrides, allow_clone=False)
     from harness import logs
     logs.configure(runs_dir / "bare-setup.log", quiet=True)

@@ -281,10 +281,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if not chosen:
         raise InputError("no instance to audit", source=str(instances_path))
     cache_dir = args.cache_dir.expanduser().resolve() if args.cache_dir else cache_root()
-    overrides = dict(args.repo)
-    if args.repos_dir is None and any(i.repo.startswith(demo.DEMO_OWNER + "/") for i in chosen):
-        overrides = {**demo.build_demo_repos(demo.DEMO_DIR, cache_dir / "demo-repos"), **overrides}
-    resolver = RepoResolver(cache_dir, args.repos_dir, overrides, allow_clone=not args.no_clone)
+    resolver = RepoResolver(cache_dir, args.repos_dir, dict(args.repo), allow_clone=not args.no_clone)
 
     def reader_for(inst):
         repo = GitDir(resolver.path_for(inst.repo))

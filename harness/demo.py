@@ -465,6 +465,16 @@ def build_demo_repos(source_dir: Path, dest_dir: Path) -> dict[str, Path]:
     return result
 
 
+def demo_repository(full_name: str, cache_dir: Path) -> Path | None:
+    """The demo set's repository ``full_name`` (``harness-demo/<name>``), built up to date
+    under ``<cache_dir>/demo-repos``; None when the demo set has no such repository. The
+    one place that decides how a demo repository is obtained: the repository resolver
+    (:class:`harness.repos.RepoResolver`) asks it like any other source."""
+    if not full_name.startswith(DEMO_OWNER + "/"):
+        return None
+    return build_demo_repos(DEMO_DIR, Path(cache_dir) / "demo-repos").get(full_name)
+
+
 # ------------------------------------------------------------------------ instances
 
 

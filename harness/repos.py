@@ -1,8 +1,10 @@
 """Source repositories and the one-commit export.
 
 A repository comes from (in order): ``--repo OWNER/NAME=PATH``, ``--repos-dir DIR``
-holding ``DIR/OWNER__NAME`` or ``DIR/OWNER__NAME.git`` (bare or not), or a bare clone kept
-in the cache, made once from the public URL when the machine is online.
+holding ``DIR/OWNER__NAME`` or ``DIR/OWNER__NAME.git`` (bare or not), the demo set
+(``harness-demo/*``, built into the cache from the packaged snapshots by
+:func:`harness.demo.demo_repository`), or a bare clone kept in the cache, made once from
+the public URL when the machine is online.
 
 Repositories are opened the way git opens them (:class:`GitDir`, the git command line
 with ``--git-dir``): a bare directory without a ``config`` file, with or without a
@@ -34,6 +36,7 @@ from pathlib import Path
 from collections.abc import Mapping
 from typing import Callable
 
+from harness.demo import demo_repository
 from harness.errors import InputError
 from harness.locks import file_lock
 
@@ -213,12 +216,20 @@ def _is_git_dir(path: Path) -> bool:
 
 
 class RepoResolver:
+    """Finds each repository in the sources of the module docstring, in their order. Sent to
+    the nodes of a cluster (pickled): what it built for the demo set is not, since each
+    machine builds the demo repositories into its own cache."""
+
     def __init__(self, cache_dir: str | os.PathLike[str], repos_dir: str | os.PathLike[str] | None = None,
                  overrides: Mapping[str, str | os.PathLike[str]] | None = None, allow_clone: bool = True) -> None:
         self.cache_dir = Path(cache_dir)
         self.repos_dir = Path(repos_dir) if repos_dir else None
         self.overrides = {k: Path(v) for k, v in (overrides or {}).items()}
         self.allow_clone = allow_clone
+        self._demo: dict[str, Path | None] = {}
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_demo": {}}
 
     def path_for(self, repo: str) -> Path:
         """Where the repository lives locally, cloning it into the cache if needed."""
@@ -232,6 +243,9 @@ class RepoResolver:
             for candidate in (self.repos_dir / dirname, self.repos_dir / f"{dirname}.git"):
                 if _is_git_dir(candidate):
                     return candidate
+        demo = self._demo_repository(repo)
+        if demo is not None:
+            return demo
         cached = self.cache_dir / "repos" / f"{dirname}.git"
         if _is_git_dir(cached):
             return cached
@@ -255,6 +269,12 @@ class RepoResolver:
 
     def open(self, repo: str) -> GitDir:
         return GitDir(self.path_for(repo))
+
+    def _demo_repository(self, repo: str) -> Path | None:
+        """The demo set's repository, built once per resolver (None: not one of the demo set's)."""
+        if repo not in self._demo:
+            self._demo[repo] = demo_repository(repo, self.cache_dir)
+        return self._demo[repo]
 
 
 # ---------------------------------------------------------------------- module-level helpers

@@ -59,7 +59,9 @@ DEFAULT_OUTPUT_DIR = Path("runs")
 class Repositories:
     """Where the instances' git repositories come from: ``repos_dir`` (OWNER__NAME
     directories), ``overrides`` (OWNER/NAME -> a local repository, winning over both),
-    and whether a repository found in neither may be cloned from its public URL."""
+    and whether a repository found in neither may be cloned from its public URL. The
+    demo set's repositories are built from the package when no override or ``repos_dir``
+    holds them (:class:`harness.repos.RepoResolver`)."""
 
     repos_dir: PathLike | None = None
     overrides: Mapping[str, PathLike] = field(default_factory=dict)
@@ -220,7 +222,7 @@ class _Session:
 
     def run(self, loaded, predictions, instances_path: Path, predictions_arg: str, run_id: str, model: str,
             paths) -> RunResult:
-        from harness import demo, logs
+        from harness import logs
         from harness.batch import BatchRunner
         from harness.engine.client import connect
         from harness.engine.sandbox import Limits
@@ -242,20 +244,13 @@ class _Session:
             log.error("input.error", error=message)
 
         repos = self.repositories
-        overrides = dict(repos.overrides)
-        demo_repos = sorted({i.repo for i in loaded.instances if i.repo.startswith(demo.DEMO_OWNER + "/")}
-                            - set(overrides))
-        if demo_repos and repos.repos_dir is None:
-            built = demo.build_demo_repos(demo.DEMO_DIR, self.cache_dir / "demo-repos")
-            overrides.update({name: path for name, path in built.items() if name in demo_repos})
-
         specs = SpecRegistry.load(DEFAULT_SPECS_DIR, *self.specs)
         loaded.instances, refused = refuse_unaddressable(loaded.instances, specs, str(instances_path))
         for error in refused:  # ids the spec's runner cannot address: loud, never graded NO
             input_errors[error.record or "?"] = str(error)
             print(f"harness: refused: {error}", file=sys.stderr)
             log.error("input.unaddressable", error=str(error))
-        resolver = RepoResolver(self.cache_dir, repos.repos_dir, overrides, allow_clone=repos.clone)
+        resolver = RepoResolver(self.cache_dir, repos.repos_dir, repos.overrides, allow_clone=repos.clone)
         tasks, orphans = iter_tasks(loaded.instances, predictions.predictions)
         for orphan in orphans:
             print(f"harness: skipped prediction for {orphan}: not in the instance set", file=sys.stderr)

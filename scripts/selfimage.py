@@ -351,7 +351,6 @@ def prepare_offline(client: docker.DockerClient, cache_dir: Path, instances_file
     be prepared). Raises InputError when the instance file as a whole is unreadable; a
     malformed record is skipped as ``harness run`` skips it.
     """
-    from harness import demo
     from harness.instances import load_instances
     from harness.repos import RepoResolver
     from harness.preparation import Preparer
@@ -359,12 +358,8 @@ def prepare_offline(client: docker.DockerClient, cache_dir: Path, instances_file
 
     cache_dir = Path(cache_dir)
     loaded = load_instances(Path(instances_file))
-    overrides: dict[str, Path] = {}
-    if any(i.repo.startswith(demo.DEMO_OWNER + "/") for i in loaded.instances):
-        built = demo.build_demo_repos(demo.DEMO_DIR, cache_dir / "demo-repos")  # as cmd_run does
-        overrides.update(built)
     preparer = Preparer(client, SpecRegistry.load(DEFAULT_SPECS_DIR),
-                        RepoResolver(cache_dir, None, overrides, allow_clone=allow_clone), cache_dir)
+                        RepoResolver(cache_dir, None, allow_clone=allow_clone), cache_dir)
     done: list[str] = []
     failed: dict[str, str] = {}
     for instance in loaded.instances:

@@ -96,7 +96,6 @@ class NodeSetup:
     def open(self, client=None) -> "TaskEvaluator":
         """A TaskEvaluator against this node's engine and cache."""
         import os
-        from harness import demo
         from harness.engine.client import connect
         from harness.repos import RepoResolver
         from harness.preparation import Preparer
@@ -104,12 +103,8 @@ class NodeSetup:
         client = client or connect()
         cache_dir = Path(os.environ.get("HARNESS_CACHE_DIR") or self.config.cache_dir).expanduser()
         repos: RepoResolver = self.repos
-        overrides = dict(repos.overrides)
-        missing_demo = [n for n, p in overrides.items() if n.startswith(demo.DEMO_OWNER + "/") and not p.exists()]
-        if missing_demo:  # the driver's demo repositories are not on this machine: build them here
-            built = demo.build_demo_repos(demo.DEMO_DIR, cache_dir / "demo-repos")
-            overrides.update({n: built[n] for n in missing_demo if n in built})
-        resolver = RepoResolver(cache_dir, repos.repos_dir, overrides, allow_clone=repos.allow_clone)
+        # this machine's cache: the demo set's repositories are built into it when asked for
+        resolver = RepoResolver(cache_dir, repos.repos_dir, repos.overrides, allow_clone=repos.allow_clone)
         config = self.config
         if cache_dir != Path(config.cache_dir):
             from dataclasses import replace

@@ -184,3 +184,35 @@ def test_a_read_only_copy_without_refs_is_opened_through_a_view(tmp_path):
     finally:
         for path, mode in modes.items():
             path.chmod(mode)
+
+
+# --------------------------------------------------------------------------- the demo set as a source
+
+def test_the_demo_set_is_a_repository_source_beside_a_repos_dir(tmp_path):
+    """``--repos-dir`` and the demo set mix: a demo repository no other source holds is
+    built into the cache from the packaged snapshots (it was repository_unavailable)."""
+    import pickle
+
+    from harness import demo
+    make_repo(tmp_path / "src", {"a.py": "1\n"})
+    repos = tmp_path / "repos"
+    git("clone", "-q", "--bare", str(tmp_path / "src"), str(repos / "o__real.git"))
+    resolver = RepoResolver(tmp_path / "cache", repos, allow_clone=False)
+    calcly = resolver.path_for("harness-demo/calcly")
+    assert calcly == (tmp_path / "cache" / "demo-repos" / "harness-demo__calcly").resolve()
+    assert demo.read_head(calcly) == demo.expected_head(demo.DEMO_DIR / "repos" / "harness-demo__calcly")
+    assert resolver.path_for("o/real") == repos / "o__real.git"
+    with pytest.raises(RepositoryUnavailable, match="not found locally"):
+        resolver.path_for("harness-demo/absent")   # not one of the demo set's: looked up as any other
+    # what it built stays on this machine: a node's copy builds into its own cache
+    assert pickle.loads(pickle.dumps(resolver))._demo == {}
+
+
+def test_an_override_or_a_repos_dir_holding_a_demo_repository_wins_over_the_demo_set(tmp_path):
+    make_repo(tmp_path / "mine", {"a.py": "1\n"})
+    repos = tmp_path / "repos"
+    git("clone", "-q", "--bare", str(tmp_path / "mine"), str(repos / "harness-demo__textkit.git"))
+    resolver = RepoResolver(tmp_path / "cache", repos, {"harness-demo/calcly": tmp_path / "mine"}, allow_clone=False)
+    assert resolver.path_for("harness-demo/calcly") == tmp_path / "mine"
+    assert resolver.path_for("harness-demo/textkit") == repos / "harness-demo__textkit.git"
+    assert not (tmp_path / "cache" / "demo-repos").exists()
