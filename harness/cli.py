@@ -24,6 +24,7 @@ from pathlib import Path
 
 from harness.buildinfo import VersionAction
 from harness.cliargs import Parser, bounded_float, bounded_int
+from harness.clioutput import ProgressLine, render_pages, show_result
 from harness.errors import EngineLost, EngineUnavailable, HarnessError, InputError, RunIncomplete
 from harness.imagecache.commands import CACHE_LEVELS, size_argument
 from harness.swebench.options import (INSTANCES_HELP, SWEBENCH_EPILOG, add_dataset_options,
@@ -323,7 +324,7 @@ def execute_run(args: argparse.Namespace, instances_path: Path, predictions_arg:
     flags: the commands that run several times choose them). Shows the progress line,
     the table (``show``) and where the run went. Returns the session's RunResult."""
     from harness.session import Repositories, RunLimits, evaluate
-    progress = _Progress(enabled=not args.quiet and sys.stderr.isatty())
+    progress = ProgressLine(enabled=not args.quiet and sys.stderr.isatty())
     try:
         with progress:
             result = evaluate(
@@ -343,99 +344,15 @@ def execute_run(args: argparse.Namespace, instances_path: Path, predictions_arg:
                 on_start=progress.start, on_progress=progress.update, quiet=args.quiet, verbose=args.verbose)
     except RunIncomplete as exc:
         if exc.result is not None:
-            _show(exc.result, show and not args.quiet)
+            show_result(exc.result, show and not args.quiet)
         raise
-    _show(result, show and not args.quiet)
+    show_result(result, show and not args.quiet)
     return result
-
-
-def _show(result, table: bool) -> None:
-    if table:
-        _print_table(result.results, result.summary)
-    print(f"run directory: {result.run_dir}")
-    _print_pages(result.pages)
-
-
-def _write_pages(run_dir: Path) -> None:
-    """The run's HTML report; a failure to render is said, never fatal (the results are written)."""
-    from harness.session import write_pages
-    _print_pages(write_pages(run_dir))
-
-
-def _print_pages(pages) -> None:
-    if pages.error is not None:
-        print(f"harness: report.html not written: {pages.error}", file=sys.stderr)
-        return
-    for failure in pages.failed_pages:
-        print(f"harness: {failure}", file=sys.stderr)
-    print(f"report: {pages.page}")
 
 
 def _slug(text: str) -> str:
     import re
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-.")[:60] or "run"
-
-
-class _Progress:
-    """A live progress line (done / resolved / errors / ETA) for interactive batches,
-    fed by the session's events."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-        self.resolved = 0
-        self.errors = 0
-        self._progress = None
-        self._task = None
-
-    def __enter__(self):
-        return self
-
-    def start(self, total: int) -> None:
-        if self.enabled and total > 1:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-            self._progress = Progress(TextColumn("[bold]grading"), BarColumn(), MofNCompleteColumn(),
-                                      TextColumn("resolved {task.fields[resolved]}  errors {task.fields[errors]}"),
-                                      TimeRemainingColumn(), transient=True)
-            self._progress.start()
-            self._task = self._progress.add_task("grading", total=total, resolved=0, errors=0)
-
-    def update(self, event) -> None:
-        result = event.result
-        self.resolved += int(result.resolved)
-        self.errors += int(bool(result.error_reason and result.error_origin != "model"))
-        if self._progress is not None:
-            self._progress.update(self._task, advance=1, resolved=self.resolved, errors=self.errors)
-
-    def __exit__(self, *exc) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-            self._progress = None
-
-
-#: More rows than this are not printed (summary.json and report.html have them all).
-TABLE_ROWS = 200
-
-
-def _print_table(results, summary) -> None:
-    from itertools import islice
-    from rich.console import Console
-    from rich.table import Table
-    table = Table(title=f"run {summary['run_id']} ({summary['model_name_or_path']})")
-    for column in ("instance", "status", "resolved", "F2P", "P2P", "reason"):
-        table.add_column(column)
-    shown = sorted(islice(results, TABLE_ROWS + 1), key=lambda r: (r.instance_id, r.attempt or 0))
-    for r in shown[:TABLE_ROWS]:
-        f2p = f"{len(r.f2p_success)}/{len(r.f2p_success) + len(r.f2p_failure)}"
-        p2p = f"{len(r.p2p_success)}/{len(r.p2p_success) + len(r.p2p_failure)}"
-        name = r.instance_id if r.attempt is None else f"{r.instance_id}#{r.attempt}"
-        table.add_row(name, r.status.value, "yes" if r.resolved else "no", f2p, p2p,
-                      r.error_reason.value if r.error_reason else "")
-    console = Console(stderr=False)
-    console.print(table)
-    if len(shown) > TABLE_ROWS:
-        console.print(f"(first {TABLE_ROWS} rows; every instance is in summary.json)")
-    console.print(f"resolved {summary['resolved_instances']} of {summary['total_instances']}"
-                  f" (errors {summary['error_instances']}, invalid {len(summary['invalid_ids'])})")
 
 
 # ---------------------------------------------------------------------------- report, view
@@ -445,7 +362,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     summary = regrade_run(args.run_dir)
     print(f"re-graded {args.run_dir}: resolved {summary['resolved_instances']} of {summary['total_instances']}; "
           f"changed: {', '.join(summary['regraded_changed_ids']) or 'none'}")
-    _write_pages(args.run_dir.expanduser().resolve())
+    render_pages(args.run_dir.expanduser().resolve())
     from harness.swebench.layout import refresh_layout
     refreshed = refresh_layout(args.run_dir.expanduser().resolve())
     if refreshed is not None:
@@ -460,7 +377,7 @@ def cmd_view(args: argparse.Namespace) -> int:
     if not RunPaths(run_dir).summary.is_file():
         raise InputError(f"not a run directory (no {SUMMARY})", source=str(run_dir))
     if not RunPaths(run_dir).page.is_file():
-        _write_pages(run_dir)
+        render_pages(run_dir)
     try:
         server = make_server(run_dir, args.port, quiet=not args.verbose)
     except OSError as exc:

@@ -45,8 +45,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("views", ("views",)),
     ("node", ("evaluation", "evaluation_setup", "proving", "runner", "tasks", "regrade")),
     ("run", ("batch", "executors", "session")),
-    ("commands", ("__init__", "__main__", "cli", "cliargs", "cluster", "compare", "spec_commands", "swebench",
-                  "swebench.flags", "swebench.options")),
+    ("commands", ("__init__", "__main__", "cli", "cliargs", "clioutput", "cluster", "compare", "spec_commands",
+                  "swebench", "swebench.flags", "swebench.options")),
 )
 
 
