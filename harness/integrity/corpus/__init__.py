@@ -9,7 +9,7 @@ except the ones that must be rejected before anything runs (they carry the refer
 fix next to the abuse, so that letting them through would resolve the instance).
 
 Each :class:`CorpusAttack` says which class of attack it is (``suite`` for the attacks
-of the original adversarial suite; 1-9 for the classes of issue 11; ``unread-code`` and
+of the original adversarial suite; ``1``..``9`` for the numbered attack classes built below; ``unread-code`` and
 ``size-cap`` for code the scans did not read: forging code under another name loaded by
 one call, bytecode, a file just over the scan's size cap; ``canary-pairing``,
 ``code-loading``, ``compiled``, ``runner-rebinding`` and ``reinstall`` for the properties
@@ -42,7 +42,7 @@ def payload(name: str) -> str:
 @dataclass(frozen=True)
 class CorpusAttack:
     slug: str
-    klass: str                       # "1".."9" (issue 11) or "suite"
+    klass: str                       # "1".."9" (the numbered classes), "suite" or a named class
     what: str
     patch: str
     base: str                        # the instance it is built against
