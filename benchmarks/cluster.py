@@ -109,9 +109,9 @@ def synthetic_tasks(n: int):
 
 def dispatch_child(executor_name: str, n: int, out_dir: Path, workers: int) -> dict:
     """One measured run (in its own process): the driver over ``n`` instant tasks."""
+    from harness.atomic import write_json_atomic
     from harness.batch import BatchRunner
     from harness.report import summarise_run_directory
-    from harness.atomic import write_json_atomic
     from harness.tasks import RunConfig
     config = RunConfig(run_id=f"dispatch-{executor_name}-{n}", output_dir=out_dir, cache_dir=out_dir / "cache",
                        max_workers=workers)

@@ -28,6 +28,7 @@ from typing import Callable, Iterable, Iterator
 
 import docker
 
+from harness.atomic import write_json_atomic, write_text_atomic
 from harness.control import record_control
 from harness.errors import EngineLost
 from harness.grading.status import ErrorReason
@@ -36,7 +37,6 @@ from harness.logs import get_logger
 from harness.paths import ARTEFACTS, InstanceFiles, RunPaths
 from harness.preparation import Preparer
 from harness.report import InstanceResult, load_report
-from harness.atomic import write_json_atomic, write_text_atomic
 from harness.runner import TaskEvaluator
 from harness.tasks import RunConfig, Task, TaskOutcome, TaskRequest
 

@@ -217,9 +217,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from harness.atomic import write_json_atomic, write_text_atomic
     from harness.instances import load_instances
     from harness.validity import instance_validity, render_markdown, validity_report
-    from harness.atomic import write_json_atomic, write_text_atomic
     from harness.paths import RunPaths, safe_run_id
     instances_path, dataset = resolve_instance_source(args)
     named = Path(dataset["source"]).name if dataset else instances_path.stem

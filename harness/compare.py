@@ -21,9 +21,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from harness.atomic import write_text_atomic
 from harness.cliargs import bounded_int
 from harness.errors import InputError
-from harness.atomic import write_text_atomic
 from harness.results.claims import Claims, load_claims, load_validity
 from harness.results.claims_vs_run import compare_with_claims
 from harness.results.comparison import (BOOTSTRAP_ITERATIONS, CONFIDENCE, AgreementTable, BootstrapDifference,

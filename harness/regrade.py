@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from harness.atomic import write_json_atomic
 from harness.control import recorded_facts
 from harness.errors import InputError
 from harness.evaluation_setup import sandbox_cpu, test_files_of
@@ -28,7 +29,6 @@ from harness.integrity.perturbed import apply_perturbed
 from harness.patches import patch_files
 from harness.paths import SUMMARY, InstanceFiles, RunPaths
 from harness.report import InstanceResult, summarise
-from harness.atomic import write_json_atomic
 from harness.runners import get_runner
 
 

@@ -223,13 +223,13 @@ class _Session:
     def run(self, loaded, predictions, instances_path: Path, predictions_arg: str, run_id: str, model: str,
             paths) -> RunResult:
         from harness import logs
+        from harness.atomic import write_json_atomic
         from harness.batch import BatchRunner
         from harness.engine.client import connect
         from harness.engine.sandbox import Limits
         from harness.evaluation_setup import EvalConfig
         from harness.executors import make_executor
         from harness.report import summarise_run_directory
-        from harness.atomic import write_json_atomic
         from harness.repos import RepoResolver
         from harness.preparation import Preparer
         from harness.tasks import RunConfig, iter_tasks

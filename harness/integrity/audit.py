@@ -15,9 +15,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
+from harness.atomic import write_json_atomic, write_text_atomic
 from harness.integrity.corpus import STOPPED, CorpusAttack, build_corpus
 from harness.integrity.corpus.target import make_target
-from harness.atomic import write_json_atomic, write_text_atomic
 from harness.paths import InstanceFiles, RunPaths
 
 MODEL = "harness-audit"

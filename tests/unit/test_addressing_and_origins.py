@@ -149,9 +149,9 @@ def test_nothing_parsed_is_suite_did_not_run():
 
 
 def test_a_model_run_failing_like_its_control_is_charged_to_the_environment(tmp_path):
+    from harness.atomic import write_json_atomic
     from harness.control import record_control
     from harness.grading.verdict import final_verdict
-    from harness.atomic import write_json_atomic
     inst = parse_instance(_record())
     control = InstanceResult("x__y-1", "x/y", "gold", InstanceStatus.INVALID, error_reason=ErrorReason.COLLECTION_ERROR,
                              integrity_details={"collection_errors": ["t/test_a.py"]})
@@ -173,9 +173,9 @@ def test_the_control_facts_a_run_records_decide_alike_when_applied_again(tmp_pat
     """harness report re-applies the recorded facts (harness/control.py): the same flags,
     details and origin come out, whatever the re-grade cleared before, and a report from
     before the facts were recorded keeps failed_like_control from the control's reason."""
+    from harness.atomic import write_json_atomic
     from harness.control import record_control, recorded_facts
     from harness.grading.verdict import apply_control, final_verdict
-    from harness.atomic import write_json_atomic
     inst = parse_instance(_record())
     control = InstanceResult("x__y-1", "x/y", "gold", InstanceStatus.NO, collected=["t/test_a.py::test_keep"],
                              integrity_details={"skipped_or_xfailed": {"t/test_a.py::test_keep": "SKIPPED"}})

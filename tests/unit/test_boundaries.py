@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import pytest
 
+from harness.atomic import write_text_atomic
 from harness.errors import InputError, PatchRejected
 from harness.grading import parsers
 from harness.grading.parsers import ResultsTooLarge, parse_junit, parse_pytest_text
@@ -12,7 +13,6 @@ from harness.instances import load_instances, parse_instance, read_records
 from harness.patches import MAX_PATCH_FILES, check_model_patch
 from harness.paths import RunPaths, id_problem, safe_run_id
 from harness.predictions import Prediction, load_predictions
-from harness.atomic import write_text_atomic
 from tests.patchgen import demo_instance
 
 

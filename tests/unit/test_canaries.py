@@ -415,10 +415,10 @@ def test_a_control_proves_canaries_only_when_it_ran_the_reference_patch(tmp_path
     """The control's seed and proofs reach the model's run only from a run of the
     instance's own reference patch: a model's run used as a control would let it disprove
     the canaries it forges."""
+    from harness.atomic import write_json_atomic
     from harness.control import control_facts
     from harness.grading.status import InstanceStatus
     from harness.report import InstanceResult
-    from harness.atomic import write_json_atomic
     inst = _instance()
     verdict = judge_canaries([CANARY], {"t.py::test_b_x": P, "t.py::test_b": P}, reference=True)
     control = InstanceResult("x__y-1", "x/y", "gold", InstanceStatus.FULL,

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.atomic import write_json_atomic
 from harness.batch import run_scope
 from harness.errors import RunDirectoryBusy
 from harness.executors import LocalExecutor, NodeSetup, run_with_deadline
@@ -21,7 +22,6 @@ from harness.instances import Instance
 from harness.locks import run_directory_lock
 from harness.predictions import Prediction
 from harness.report import InstanceResult, summarise_run_directory
-from harness.atomic import write_json_atomic
 from harness.tasks import RunConfig, Task, TaskOutcome, TaskRequest
 
 
