@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
 
-from harness.executors.base import NodeSetup  # noqa: E402
+from harness.run.executors.base import NodeSetup  # noqa: E402
 
 
 # ---------------------------------------------------------------------------- a no-container node
@@ -65,10 +65,10 @@ class InstantEvaluator:
         self.backend = _InstantBackend()
 
     def evaluate(self, request):
-        from harness.evaluation_setup import RunOutputs
+        from harness.evaluation.setup import RunOutputs
         from harness.grading.status import InstanceStatus
-        from harness.report import InstanceResult
-        from harness.tasks import TaskOutcome
+        from harness.results.report import InstanceResult
+        from harness.evaluation.tasks import TaskOutcome
         task = request.task
         result = InstanceResult(task.instance.instance_id, task.instance.repo, task.prediction.model_name_or_path,
                                 InstanceStatus.FULL, resolved=True, attempt=task.prediction.attempt,
@@ -88,7 +88,7 @@ class InstantEvaluator:
 
 class InstantSetup(NodeSetup):
     def evaluator(self):
-        from harness.executors import base
+        from harness.run.executors import base
         if self.run_key not in base._OPENED:
             base._OPENED.clear()
             base._OPENED[self.run_key] = InstantEvaluator(self.config)
@@ -97,9 +97,9 @@ class InstantSetup(NodeSetup):
 
 def synthetic_tasks(n: int):
     """``n`` small tasks, generated lazily (the input is not what is measured)."""
-    from harness.instances import Instance
-    from harness.predictions import Prediction
-    from harness.tasks import Task
+    from harness.inputs.instances import Instance
+    from harness.inputs.predictions import Prediction
+    from harness.evaluation.tasks import Task
     for i in range(n):
         iid = f"bench__scale-{i:06d}"
         instance = Instance(iid, "bench/scale", "0" * 40, "diff --git a/x b/x\n", "diff --git a/t b/t\n",
@@ -110,19 +110,19 @@ def synthetic_tasks(n: int):
 def dispatch_child(executor_name: str, n: int, out_dir: Path, workers: int) -> dict:
     """One measured run (in its own process): the driver over ``n`` instant tasks."""
     from harness.atomic import write_json_atomic
-    from harness.batch import BatchRunner
-    from harness.report import summarise_run_directory
-    from harness.tasks import RunConfig
+    from harness.run.batch import BatchRunner
+    from harness.results.report import summarise_run_directory
+    from harness.evaluation.tasks import RunConfig
     config = RunConfig(run_id=f"dispatch-{executor_name}-{n}", output_dir=out_dir, cache_dir=out_dir / "cache",
                        max_workers=workers)
     if executor_name == "ray":
-        from harness.executors.ray import RayExecutor
+        from harness.run.executors.ray import RayExecutor
         executor = RayExecutor(workers)
         started = time.monotonic()
         executor.connect()
         startup = time.monotonic() - started
     else:
-        from harness.executors import LocalExecutor
+        from harness.run.executors import LocalExecutor
         executor, startup = LocalExecutor(workers), 0.0
     runner = BatchRunner(config, None, None, executor=executor)
     runner.setup = InstantSetup(config, runner.scope)
@@ -139,7 +139,7 @@ def dispatch_child(executor_name: str, n: int, out_dir: Path, workers: int) -> d
     results = runner.run(synthetic_tasks(n))
     dispatch = time.monotonic() - started
     t = time.monotonic()
-    from harness.manifest import write_manifest
+    from harness.results.manifest import write_manifest
     write_manifest(runner.paths.manifest, config.run_id, {}, "bench", runner.pins(), {})
     summary = summarise_run_directory(config.run_id, "bench-model", runner.paths.root,
                                       (f"bench__scale-{i:06d}" for i in range(n)), results.keys(), {})
@@ -226,14 +226,14 @@ def bench_overhead(copies: int, repeats: int, workers: int, cache_dir: Path) -> 
 # ---------------------------------------------------------------------------- pull vs build
 
 def bench_pull(cache_dir: Path) -> tuple[str, dict]:
-    from harness import demo
+    from harness.inputs import demo
     from harness.engine.client import connect
     from harness.engine.registry import Registry
-    from harness.repos import RepoResolver
-    from harness.preparation import Preparer
+    from harness.inputs.repos import RepoResolver
+    from harness.preparation.preparer import Preparer
     from tests.scripts import script_module
     selfimage = script_module("selfimage")
-    from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry
+    from harness.inputs.specs import DEFAULT_SPECS_DIR, SpecRegistry
     from tests.fixtures.services import PrivateEngine, start_registry
     shared = connect()
     done, _ = selfimage.prepare_offline(shared, cache_dir, demo.DEMO_DIR / "instances.jsonl")

@@ -72,7 +72,7 @@ def old_spec(subject: str, after_specs: Path, before_tree: Path) -> dict:
     """An old-format spec (issue-10 fields removed; their effect pinned or spelled out)."""
     if subject == "pytest":
         return yaml.safe_load((before_tree / "images" / "specs" / "pytest-dev__pytest.yaml").read_text())
-    from harness.specs import SpecRegistry
+    from harness.inputs.specs import SpecRegistry
     version = {"pylint": "2.15", "astropy": "5.1"}[subject]
     new = SpecRegistry.load(after_specs).get(SUBJECTS[subject][0], version)
     requirements = [*new.requirements, *new.installer]
@@ -109,10 +109,10 @@ PREPARE = r"""
 import json, sys, time
 from pathlib import Path
 from harness.engine.client import connect
-from harness.instances import load_instances
-from harness.repos import RepoResolver
-from harness.preparation import Preparer
-from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry
+from harness.inputs.instances import load_instances
+from harness.inputs.repos import RepoResolver
+from harness.preparation.preparer import Preparer
+from harness.inputs.specs import DEFAULT_SPECS_DIR, SpecRegistry
 instances, iid, cache, specs, repos = sys.argv[1:6]
 instance = [i for i in load_instances(Path(instances), [iid]).instances][0]
 client = connect()

@@ -94,13 +94,13 @@ def env_argv(env: dict[str, str], argv: list[str]) -> list[str]:
 
 
 def _recording_evaluators(runner_module):
-    """Make harness.runner create Evaluators that remember the calls this benchmark times,
+    """Make harness.evaluation.node create Evaluators that remember the calls this benchmark times,
     rebuilt from what the harness's own test step is given: ``bare_call``, the test command
     as the runner would run it without the harness around it (no bootstrap, no plugin), and
     ``monitored_call``, the launcher's test step alone, with the bootstrap, the monitor and
     the plugin, as the launcher runs it."""
     from harness.engine.sandbox import ROOT
-    from harness.evaluation_setup import build_test_command
+    from harness.evaluation.setup import build_test_command
     from harness.integrity import steps
     made = []
     base = runner_module.Evaluator
@@ -152,7 +152,7 @@ class BareContainer:
     a ``docker exec`` of the recorded test command (same argv, user, workdir) in it."""
 
     def __init__(self, runner, backend: _KeepingBackend, task) -> None:
-        import harness.runner as runner_module
+        import harness.evaluation.node as runner_module
         before = len(backend.kept)
         made, restore = _recording_evaluators(runner_module)
         try:
@@ -264,9 +264,9 @@ def main(argv=None) -> int:
     else:
         instances_path = args.instances.resolve()
 
-    from harness.instances import load_instances
-    from harness.predictions import resolve_predictions
-    from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry
+    from harness.inputs.instances import load_instances
+    from harness.inputs.predictions import resolve_predictions
+    from harness.inputs.specs import DEFAULT_SPECS_DIR, SpecRegistry
     loaded = load_instances(instances_path, args.instance_ids)
     instances = {i.instance_id: i for i in loaded.instances}
     preds = {p.instance_id: p for p in resolve_predictions(args.predictions, loaded.instances).predictions}
@@ -296,12 +296,12 @@ def main(argv=None) -> int:
             return 1
 
     import docker
-    from harness.repos import RepoResolver
-    from harness.batch import BatchRunner, run_scope
+    from harness.inputs.repos import RepoResolver
+    from harness.run.batch import BatchRunner, run_scope
     from harness.paths import RunPaths
-    from harness.preparation import Preparer
-    from harness.runner import docker_backend
-    from harness.tasks import RunConfig, Task
+    from harness.preparation.preparer import Preparer
+    from harness.evaluation.node import docker_backend
+    from harness.evaluation.tasks import RunConfig, Task
     client = docker.from_env(timeout=600)
     overrides = {name: Path(path).expanduser().resolve() for name, path in (r.split("=", 1) for r in args.repo)}
     resolver = RepoResolver(args.cache_dir, args.repos_dir, overrides, allow_clone=False)

@@ -166,7 +166,7 @@ def subset(records: list[dict], *, per_repo: int | None = None, limit: int | Non
 
 def changed_timeout(records: list[dict]) -> int:
     """One second above the largest test timeout any chosen instance's spec gives."""
-    from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry
+    from harness.inputs.specs import DEFAULT_SPECS_DIR, SpecRegistry
     registry = SpecRegistry.load(DEFAULT_SPECS_DIR)
     return 1 + max(registry.get(r["repo"], r["version"]).timeout for r in records)
 

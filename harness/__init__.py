@@ -1,7 +1,7 @@
 """harness: grade coding agents' patches on SWE-style instances inside network-less containers.
 
 ``harness.evaluate(instances, predictions, ...)`` runs one grading run from Python and
-returns its typed result (harness.session); the ``harness`` command is a mapping of flags
+returns its typed result (harness.run.session); the ``harness`` command is a mapping of flags
 onto it.
 """
 
@@ -17,11 +17,11 @@ _SESSION_NAMES = ("evaluate", "ProgressEvent", "RunResult", "Repositories", "Run
 __all__ = ["__version__", "evaluate", "ProgressEvent", "RunResult", "Repositories", "RunLimits", "PagesWritten"]
 
 if TYPE_CHECKING:
-    from harness.session import PagesWritten, ProgressEvent, Repositories, RunLimits, RunResult, evaluate
+    from harness.run.session import PagesWritten, ProgressEvent, Repositories, RunLimits, RunResult, evaluate
 
 
 def __getattr__(name: str) -> Any:
     if name in _SESSION_NAMES:
-        from harness import session
+        from harness.run import session
         return getattr(session, name)
     raise AttributeError(f"module 'harness' has no attribute {name!r}")

@@ -37,7 +37,7 @@ MAX_TIMEOUT = 86_400
 MAX_TASK_TIMEOUT = 7 * 86_400
 MAX_WORKERS = 1024
 MAX_REPEAT = 100
-#: canary seeds are 63-bit (harness.proving)
+#: canary seeds are 63-bit (harness.evaluation.proving)
 MAX_CANARY_SEED = 2 ** 63 - 1
 #: the audit's test-run timeout without --timeout: an attack that stalls costs a minute, not the spec's
 AUDIT_TIMEOUT = 60
@@ -51,7 +51,7 @@ def _repo_override(text: str) -> tuple[str, Path]:
 
 
 def _cores(text: str) -> float:
-    from harness.spec_fields import check_cap
+    from harness.inputs.spec_fields import check_cap
     try:
         return check_cap(float(text), "--cpus")
     except ValueError:
@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
 # ---------------------------------------------------------------------------- run
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from harness import demo
+    from harness.inputs import demo
     instances_path, dataset = resolve_instance_source(args)
     predictions_arg = args.predictions
     if predictions_arg is None:
@@ -218,8 +218,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from harness.atomic import write_json_atomic, write_text_atomic
-    from harness.instances import load_instances
-    from harness.validity import instance_validity, render_markdown, validity_report
+    from harness.inputs.instances import load_instances
+    from harness.results.validity import instance_validity, render_markdown, validity_report
     from harness.paths import RunPaths, safe_run_id
     instances_path, dataset = resolve_instance_source(args)
     named = Path(dataset["source"]).name if dataset else instances_path.stem
@@ -271,11 +271,11 @@ def _validation_seed(root: Path, given: int | None) -> int:
 
 def cmd_audit(args: argparse.Namespace) -> int:
     """Generate the corpus for the chosen instances, run it as one batch, print the table."""
-    from harness import demo
-    from harness.instances import load_instances
+    from harness.inputs import demo
+    from harness.inputs.instances import load_instances
     from harness.integrity import audit
     from harness.paths import RunPaths, cache_root, safe_run_id
-    from harness.repos import GitDir, RepoResolver, read_blob
+    from harness.inputs.repos import GitDir, RepoResolver, read_blob
     instances_path = (args.instances or demo.DEMO_DIR / "instances.jsonl").expanduser().resolve()
     loaded = load_instances(instances_path, args.instance_ids)
     chosen = audit.choose(loaded.instances, args.instance_ids)
@@ -319,11 +319,11 @@ def execute_run(args: argparse.Namespace, instances_path: Path, predictions_arg:
                 output_dir: Path, manifest: Path | None = None, show: bool = True, label: str | None = None,
                 dataset: dict | None = None, *, control: Path | None = None, canary_seed: int | None = None,
                 instance_ids: list[str] | None = None, timeout: int | None = None):
-    """One run through :func:`harness.session.evaluate`, its options read from the command
+    """One run through :func:`harness.run.session.evaluate`, its options read from the command
     line (``control``, ``canary_seed``, ``instance_ids`` and ``timeout`` win over the
     flags: the commands that run several times choose them). Shows the progress line,
     the table (``show``) and where the run went. Returns the session's RunResult."""
-    from harness.session import Repositories, RunLimits, evaluate
+    from harness.run.session import Repositories, RunLimits, evaluate
     progress = ProgressLine(enabled=not args.quiet and sys.stderr.isatty())
     try:
         with progress:
@@ -358,7 +358,7 @@ def _slug(text: str) -> str:
 # ---------------------------------------------------------------------------- report, view
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from harness.regrade import regrade_run
+    from harness.evaluation.regrade import regrade_run
     summary = regrade_run(args.run_dir)
     print(f"re-graded {args.run_dir}: resolved {summary['resolved_instances']} of {summary['total_instances']}; "
           f"changed: {', '.join(summary['regraded_changed_ids']) or 'none'}")

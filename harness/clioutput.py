@@ -18,7 +18,7 @@ def show_result(result, table: bool) -> None:
 
 def render_pages(run_dir: Path) -> None:
     """The run's HTML report; a failure to render is said, never fatal (the results are written)."""
-    from harness.session import write_pages
+    from harness.run.session import write_pages
     print_pages(write_pages(run_dir))
 
 

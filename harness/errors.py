@@ -88,7 +88,7 @@ class RunInterrupted(HarnessError):
 class RunIncomplete(HarnessError):
     """The run ended early because its infrastructure failed (an engine or every cluster
     node lost); the summary was written. ``result`` is what the run wrote (a
-    harness.session.RunResult); re-running the same run id finishes it."""
+    harness.run.session.RunResult); re-running the same run id finishes it."""
 
     def __init__(self, message: str, *, result: object = None) -> None:
         super().__init__(message)

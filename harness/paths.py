@@ -28,7 +28,7 @@ The cache directory (``$HARNESS_CACHE_DIR``, default ``~/.cache/harness``)::
     <cache>/repos/OWNER__NAME.git            bare clones made when a repository was not given locally
     <cache>/demo-repos/OWNER__NAME           the demo set's repositories, built from instances/demo
     <cache>/exports/<tree_sha>/              one-commit exports of base commits
-    <cache>/wheelhouse/<python>-<hash>/      locked wheelhouses (see harness.wheelhouse)
+    <cache>/wheelhouse/<python>-<hash>/      locked wheelhouses (see harness.preparation.wheelhouse)
     <cache>/locks/                           inter-process build locks
 
 The state of one Docker engine's harness images (``$HARNESS_STATE_DIR``, default
@@ -82,7 +82,7 @@ SUMMARY = "summary.json"
 MANIFEST = "manifest.json"
 LOG = "harness.log"
 LOCK = ".lock"                      # harness.locks.run_lock
-OUTCOMES = ".outcomes.jsonl"        # harness.batch
+OUTCOMES = ".outcomes.jsonl"        # harness.run.batch
 RUN_MARKDOWN = "report.md"          # harness.views.site, beside PAGE
 AUDIT_JSON, AUDIT_MARKDOWN, AUDIT_PREDICTIONS = "audit.json", "audit.md", "audit-predictions.jsonl"
 VALIDITY_JSON, VALIDITY_MARKDOWN = "validity.json", "validity.md"

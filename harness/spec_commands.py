@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from harness.spec_layers import Resolved, version_order
+from harness.inputs.spec_layers import Resolved, version_order
 
 #: EnvSpec fields that are (key, value) pairs in the dataclass and mappings in a spec file.
 _MAPPING_FIELDS = ("env", "setup_files", "interpreter", "submodules")
@@ -44,7 +44,7 @@ def add_specs_parser(subparsers) -> None:
 
 
 def _registry(args):
-    from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry
+    from harness.inputs.specs import DEFAULT_SPECS_DIR, SpecRegistry
     return SpecRegistry.load(DEFAULT_SPECS_DIR, *args.specs)
 
 
@@ -131,7 +131,7 @@ def render_show(resolved: Resolved, spec, notes: dict[str, str] | None = None) -
     lines += ["# merged in this order (a later section overrides an earlier one field by field; env merges",
               "# key by key; `field+` extends the list):"]
     lines += [f"#   {label(origin)}" for origin in resolved.sections]
-    lines += ["# a field no section sets has the harness default (harness/specs.py EnvSpec)",
+    lines += ["# a field no section sets has the harness default (harness/inputs/specs.py EnvSpec)",
               f"# checksum {spec.checksum()}", _dump({"repo": spec.repo}), _dump({"version": spec.version})]
     for name, value in spec_values(spec).items():
         if name == "env" and value:

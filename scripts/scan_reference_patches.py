@@ -42,9 +42,9 @@ from harness.integrity.scan import scan_changes  # noqa: E402
 from harness.integrity.testpatch import apply_test_patch  # noqa: E402
 from harness.integrity.tree import TreeChange, TreeTruth  # noqa: E402
 from harness.patches import patch_files  # noqa: E402
-from harness.repos import GitDir  # noqa: E402
+from harness.inputs.repos import GitDir  # noqa: E402
 from harness.runners import get_runner  # noqa: E402
-from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry  # noqa: E402
+from harness.inputs.specs import DEFAULT_SPECS_DIR, SpecRegistry  # noqa: E402
 
 
 def baseline_scan(rev: str):

@@ -95,7 +95,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
 
     from harness.cli import main as harness
-    from harness.wheelhouse import download_sdist
+    from harness.preparation.wheelhouse import download_sdist
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="sdist-build-"))
     work.mkdir(parents=True, exist_ok=True)
     name, _, version = args.sdist.partition("==")

@@ -11,7 +11,7 @@ layer is built: no registry, no network. The image is
   bootstrapped with mmdebstrap on the host when absent; it has git);
 * a virtual environment at ``/opt/harness-app`` with the harness's runtime dependencies
   (``[project].dependencies`` of ``pyproject.toml``) installed ``--no-index
-  --require-hashes`` from a host-side :class:`~harness.wheelhouse.Wheelhouse`;
+  --require-hashes`` from a host-side :class:`~harness.preparation.wheelhouse.Wheelhouse`;
 * the project installed from the wheel, as any user installs it: the wheel is built
   (offline, in a throw-away stage, with the hash-locked build backend) from a copy of the
   source tree (``pyproject.toml``, ``setup.py``, ``README.md``, ``LICENSE``, ``harness/``,
@@ -58,7 +58,7 @@ from harness.engine.layers import LABEL_PREFIX, ImageRef
 from harness.errors import HarnessError, ImageBuildError, InputError
 from harness.hashing import content_hash
 from harness.locks import file_lock
-from harness.wheelhouse import LockedWheelhouse, Wheelhouse
+from harness.preparation.wheelhouse import LockedWheelhouse, Wheelhouse
 
 #: Bumped when the way the image is assembled changes outside the Dockerfile.
 SELF_IMAGE_FORMAT = 1
@@ -146,8 +146,8 @@ def _requirements(root: Path, extras: tuple[str, ...] = ()) -> tuple[list[str], 
 def _lock(images: ImageBuilder, cache_dir: Path, requirements: list[str], what: str) -> LockedWheelhouse:
     """A locked wheelhouse of ``requirements`` (plus the base's installer pins) for PYTHON."""
     from harness.engine.builder import Builder
-    from harness.requirements import Req
-    from harness.wheelhouse import Target
+    from harness.preparation.requirements import Req
+    from harness.preparation.wheelhouse import Target
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
     interpreter = images.interpreter(PYTHON)
@@ -351,10 +351,10 @@ def prepare_offline(client: docker.DockerClient, cache_dir: Path, instances_file
     be prepared). Raises InputError when the instance file as a whole is unreadable; a
     malformed record is skipped as ``harness run`` skips it.
     """
-    from harness.instances import load_instances
-    from harness.repos import RepoResolver
-    from harness.preparation import Preparer
-    from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry
+    from harness.inputs.instances import load_instances
+    from harness.inputs.repos import RepoResolver
+    from harness.preparation.preparer import Preparer
+    from harness.inputs.specs import DEFAULT_SPECS_DIR, SpecRegistry
 
     cache_dir = Path(cache_dir)
     loaded = load_instances(Path(instances_file))
@@ -376,7 +376,7 @@ def prepare_offline(client: docker.DockerClient, cache_dir: Path, instances_file
 
 def main(argv: list[str] | None = None) -> int:
     """``scripts/selfimage.py``: build the image, prepare the cache, print the tag."""
-    from harness.demo import DEMO_DIR
+    from harness.inputs.demo import DEMO_DIR
     from harness.engine.client import connect
     from harness.errors import EngineUnavailable
     from harness.paths import cache_root

@@ -52,7 +52,7 @@ DOC = ROOT / "docs" / "REAL_INSTANCES.md"
 
 def select(records: list[dict], repos_dir: Path) -> tuple[list[dict], dict[str, str]]:
     """The records whose base commit is held in ``repos_dir``; the rest with the reason."""
-    from harness.repos import RepoResolver, RepositoryUnavailable
+    from harness.inputs.repos import RepoResolver, RepositoryUnavailable
     resolver = RepoResolver(ROOT / ".cache" / "validate-whole-set", repos_dir, allow_clone=False)
     opened: dict[str, object] = {}
     chosen: list[dict] = []
@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="finished validations of disjoint parts of the set, made at one commit")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    from harness.manifest import harness_commit
+    from harness.results.manifest import harness_commit
 
     records = [json.loads(line) for line in (args.data / SETS[args.set]).read_text().splitlines() if line.strip()]
     repos_dir = args.repos_dir or args.data / "repos"

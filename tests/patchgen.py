@@ -6,7 +6,7 @@ import difflib
 import json
 from pathlib import Path
 
-from harness.demo import DEMO_DIR
+from harness.inputs.demo import DEMO_DIR
 
 COMMITS = DEMO_DIR / "repos"
 

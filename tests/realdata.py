@@ -58,7 +58,7 @@ def write_instances(target: Path, ids: list[str], path: Path = LITE) -> Path:
 def repo_file(repo: str, commit: str, file: str) -> str:
     """``file`` of ``repo`` at ``commit``, read through the harness's own repository access
     (the shared copies lack ``refs/``, which git alone refuses)."""
-    from harness.repos import RepoResolver
+    from harness.inputs.repos import RepoResolver
     resolver = RepoResolver(PROJECT_ROOT / ".cache" / "tests", REPOS, allow_clone=False)
     data = resolver.open(repo).read_blob(commit, file)
     if data is None:

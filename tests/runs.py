@@ -1,7 +1,7 @@
 """Synthetic run directories in the harness's own format, for tests and benchmarks of the
 result views (no engine needed).
 
-Reports are built as :class:`harness.report.InstanceResult` values and written with
+Reports are built as :class:`harness.results.report.InstanceResult` values and written with
 ``to_report()`` and ``summarise()``, exactly as a real run writes them, so the layout can
 never drift from the harness's.  ``hostile=True`` puts markup and script into every field
 that comes from a patch, a test run or an instance record.
@@ -14,7 +14,7 @@ import random
 from pathlib import Path
 
 from harness.grading.status import ErrorReason, InstanceStatus
-from harness.report import CommandRecord, InstanceResult, summarise
+from harness.results.report import CommandRecord, InstanceResult, summarise
 
 #: Markup that must end up as text: it closes a script block, opens one, and tries an
 #: event handler, an attribute break-out, a javascript: URL and template syntax.

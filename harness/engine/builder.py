@@ -130,7 +130,7 @@ class Builder:
                       prepare: list[str], env: dict[str, str]) -> TreeMetadata:
         """The tree's own name, version and requirements, read by its build backend in
         the builder after the spec's ``prepare`` steps (setup files, pre_install)."""
-        from harness.requirements import parse_egg_requires, parse_metadata
+        from harness.preparation.requirements import parse_egg_requires, parse_metadata
         container = self._container(env)
         try:
             log = [self._venv(container, tools_dir, tools_lock)]

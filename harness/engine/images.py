@@ -44,13 +44,15 @@ from typing import Any
 import docker
 from docker.errors import APIError, ImageNotFound, NotFound
 
-from harness import builds, incontainer
+from harness import incontainer
+
+from harness.preparation import builds
 from harness.errors import ImageBuildError
 from harness.hashing import content_hash
 from harness.locks import file_lock
 from harness.engine.layers import (DEBIAN_PYTHON, IMAGE_FORMAT, LABEL_PREFIX, PYTHON, VENV, BaseDefinition, ImageRef,
                                    Interpreter, add_bytes, normalise_tarinfo)
-from harness.specs import EnvSpec
+from harness.inputs.specs import EnvSpec
 
 
 def host_debian_mirror() -> str:

@@ -47,8 +47,8 @@ from docker.types import Mount
 from harness.engine.layers import PRISTINE_TREE, TREE_MTIME, VENV, LayerBuilder, tar_bytes
 from harness.engine.instance_reuse import Delta, delete_listed, write_delta
 from harness.errors import ImageBuildError
-from harness.repos import GitDir
-from harness.specs import EnvSpec
+from harness.inputs.repos import GitDir
+from harness.inputs.specs import EnvSpec
 
 WORK = "/opt/harness/.incremental"
 STAMP = f"{WORK}.stamp"

@@ -41,8 +41,8 @@ from harness.engine.layers import (IMAGE_FORMAT, LABEL_PREFIX, PRISTINE_TREE, VE
                                    tar_bytes, tree_tarinfo)
 from harness.errors import ImageBuildError
 from harness.hashing import content_hash
-from harness.repos import GitDir
-from harness.specs import EnvSpec
+from harness.inputs.repos import GitDir
+from harness.inputs.specs import EnvSpec
 
 INSTALL_TIMEOUT = 3600
 CCACHE = "/opt/harness/ccache"
@@ -174,7 +174,7 @@ WORKDIR /testbed
     try:
         images.docker_build(tag, dockerfile, {"testbed.tar": tree_tar, "install.sh": script.encode()}, labels)
     except ImageBuildError as exc:
-        from harness.requirements import failing_package
+        from harness.preparation.requirements import failing_package
         plain = re.sub(r"\x1b\[[0-9;]*m", "", exc.log)  # the engine colours a build's stderr
         failed = [line for line in plain.splitlines() if line.startswith("harness: install step failed")]
         step = failed[-1].split(": ", 2)[-1] if failed else "(see the log)"
@@ -227,7 +227,7 @@ def _install_in_container(images: LayerBuilder, parent: ImageRef, spec: EnvSpec,
                                            f"{prepare} && bash /opt/harness/install.sh"], workdir="/")
         log = output.decode(errors="replace")
         if code != 0:
-            from harness.requirements import failing_package
+            from harness.preparation.requirements import failing_package
             failed = [l for l in log.splitlines() if l.startswith("harness: install step failed")]
             step = failed[-1].split(": ", 2)[-1] if failed else "(see the log)"
             package = failing_package(log) or spec.repo

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from harness.engine.layers import PRISTINE_TREE, TREE_MTIME, LayerBuilder
 from harness.hashing import content_hash
-from harness.repos import GitDir
+from harness.inputs.repos import GitDir
 
 #: Files whose change between two trees means the install must run again.
 BUILD_INPUTS = ("setup.py", "setup.cfg", "pyproject.toml", "MANIFEST.in", "setup_package.py", "requirements*",

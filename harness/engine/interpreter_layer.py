@@ -31,7 +31,7 @@ from harness.engine.client import run_once
 from harness.engine.layers import DEBIAN_PYTHON, IMAGE_FORMAT, LABEL_PREFIX, ImageRef, Interpreter, LayerBuilder
 from harness.errors import ImageBuildError
 from harness.hashing import content_hash
-from harness.spec_fields import InterpreterSource
+from harness.inputs.spec_fields import InterpreterSource
 
 
 def interpreter(builder: LayerBuilder, python: str, override: tuple[tuple[str, str], ...] | dict | None = None,

@@ -23,7 +23,7 @@ Layout of an interpreter layer (``harness-py:<version>-<hash>``, on ``harness-ba
     <prefix>/                 the interpreter, at the path it was built for
     /opt/harness/python.json  {"version", "executable", "prefix", "source", "unresolved_libs"}
 
-A source's mapping form is parsed by :func:`harness.spec_fields.parse_interpreter_source`
+A source's mapping form is parsed by :func:`harness.inputs.spec_fields.parse_interpreter_source`
 (the inputs layer: a spec's ``interpreter`` field is checked when the spec is loaded).
 """
 

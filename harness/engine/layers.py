@@ -20,8 +20,8 @@ import docker
 import yaml
 
 from harness.errors import InputError
-from harness.spec_fields import InterpreterSource, parse_interpreter_source
-from harness.specs import IMAGES_DIR
+from harness.inputs.spec_fields import InterpreterSource, parse_interpreter_source
+from harness.inputs.specs import IMAGES_DIR
 
 #: Bumped when the layout of an image layer changes, so old images are not reused.
 IMAGE_FORMAT = 7

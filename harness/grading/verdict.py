@@ -7,15 +7,15 @@ remain, and both callers apply them through :func:`final_verdict` in the same or
   (:func:`settle_origin`, :mod:`harness.grading.origins`): a run of the reference patch
   has no model behind it;
 * **control**: what the reference-patch control of the same instance showed
-  (:func:`apply_control`, facts from :mod:`harness.control`): a model run that failed the
+  (:func:`apply_control`, facts from :mod:`harness.results.control`): a model run that failed the
   way the control failed is not charged to the model (``failed_like_control``); one that
   collected fewer graded tests than the control is flagged (``collected_fewer_than_control``).
 
-The live run settles the origin as each evaluation ends (:mod:`harness.evaluation`) and
-calls :func:`final_verdict` when the driver records the result (:mod:`harness.batch`),
-with the control's facts; ``harness report`` (:mod:`harness.regrade`) calls it with the
+The live run settles the origin as each evaluation ends (:mod:`harness.evaluation.evaluator`) and
+calls :func:`final_verdict` when the driver records the result (:mod:`harness.run.batch`),
+with the control's facts; ``harness report`` (:mod:`harness.evaluation.regrade`) calls it with the
 facts the report recorded. Pure: it reads and changes the result only, through the
-fields :class:`Judged` names (:class:`harness.report.InstanceResult` has them), so the
+fields :class:`Judged` names (:class:`harness.results.report.InstanceResult` has them), so the
 rules need nothing from the layers that build or store results.
 """
 

@@ -39,7 +39,7 @@ def age_argument(text: str) -> float:
 
 def read_set(path: Path, option: str) -> frozenset[str]:
     """The instance ids of a set file (JSON, JSONL or YAML records with ``instance_id``)."""
-    from harness.instances import read_records
+    from harness.inputs.instances import read_records
     ids = set()
     for position, record in enumerate(read_records(path), 1):
         if not isinstance(record, dict) or not isinstance(record.get("instance_id"), str):

@@ -23,7 +23,7 @@ from harness.grading.grade import Grade, TestLists, grade
 from harness.grading.parsers import ResultsTooLarge, RunArtefacts, get_parser
 from harness.grading.reporter_parsers import junit_collection_errors
 from harness.grading.status import ErrorReason, TestStatus
-from harness.instances import Instance
+from harness.inputs.instances import Instance
 from harness.integrity.canaries import Canary, judge_canaries, judge_perturbations
 from harness.integrity.evidence import Evidence, code_raised, judge_evidence
 
@@ -49,7 +49,7 @@ class RunContext:
 
     test_files: tuple[str, ...] = ()
     canaries: tuple[Canary, ...] = ()
-    #: canary test id -> PROVEN/DISPROVED, from the reference control (harness/control.py)
+    #: canary test id -> PROVEN/DISPROVED, from the reference control (harness/results/control.py)
     canary_proof: Mapping[str, str] = field(default_factory=dict)
     #: the run is of the reference patch (it proves its own canaries)
     reference: bool = False
@@ -178,7 +178,7 @@ def gradable_tests(instance: Instance, convention: str = "pytest") -> tuple[Test
     reports them, so they are left out of grading and listed in the report
     (``integrity.ignored_test_ids``) and by ``harness validate``. Any other id the
     convention cannot address is refused before anything runs
-    (harness/instance_checks.py), never dropped here.
+    (harness/inputs/instance_checks.py), never dropped here.
     """
     kinds = get_convention(convention).classify
     ignored = [t for t in (*instance.fail_to_pass, *instance.pass_to_pass) if kinds(t) is IdKind.LOG_FRAGMENT]

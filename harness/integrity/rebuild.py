@@ -39,7 +39,7 @@ from harness.integrity import steps
 from harness.integrity.evidence import judge_evidence, parse_evidence
 from harness.integrity.plan import Plan
 from harness.integrity.tree import MalformedTreeReport, TreeTruth, parse_tree_report
-from harness.specs import EnvSpec
+from harness.inputs.specs import EnvSpec
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,12 @@
-"""The result model: what a run or a comparison found, as typed values with provenance.
+"""The results: what a run or a comparison found, as typed values with provenance.
+
+Made by the harness itself (the node, the driver, ``harness validate``):
+
+    report.py           InstanceResult (report.json) and summarise (summary.json)
+    control.py          the facts a run takes from its reference-patch control
+    manifest.py         the pinned manifest (manifest.json) and checking a run against one
+    validity.py         validity reports from control runs (``harness validate``), pure
+    stats/              pure statistics: intervals, paired tests, repeated-attempt aggregates
 
 Loading (reads what the harness or a vendor wrote; bad input names file and field):
 

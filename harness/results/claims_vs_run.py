@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from harness import stats
+from harness.results import stats
 from harness.results.claims import Claims, load_claims, load_validity
 from harness.results.comparison import (ClaimsComparison, DiscordantInstance, ReferenceControlFailure,
                                         RepoDisagreement, agreement, rate_with_interval)

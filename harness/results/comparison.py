@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness import stats
+from harness.results import stats
 from harness.results.run_data import InstanceEvidence
 
 CONFIDENCE = 0.95

@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from harness import stats
+from harness.results import stats
 from harness.errors import InputError
 from harness.paths import PAGE, InstanceFiles, RunPaths, attempt_dir_name, attempt_number
-from harness.report import DISJOINT_FROM_RESOLVED
+from harness.results.report import DISJOINT_FROM_RESOLVED
 from harness.results._io import expect_dict, id_list, optional, read_json, str_list
 
 __all__ = ["INFRA_ORIGINS", "SAFE_ID", "page_path", "InstanceEvidence", "InstanceFigures", "InstanceOutcome", "RunData",

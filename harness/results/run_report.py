@@ -18,7 +18,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from harness import stats
+from harness.results import stats
 from harness.results.claims_vs_run import attempt_summary
 from harness.results.comparison import RateWithInterval, rate_with_interval
 from harness.results.run_data import UNREADABLE, InstanceOutcome, RunData, load_run

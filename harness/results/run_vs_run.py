@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from harness import stats
+from harness.results import stats
 from harness.errors import InputError
 from harness.results.claims_vs_run import attempt_summary
 from harness.results.comparison import (BOOTSTRAP_ITERATIONS, CONFIDENCE, BootstrapDifference, Flip, RepoSlice,

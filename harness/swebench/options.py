@@ -1,7 +1,7 @@
 """The command-line options a SWE-bench user reaches for, and what they resolve to.
 
 ``harness run`` and ``harness validate`` take ``--dataset``/``--split`` (a hub name, a
-parquet file, a saved dataset directory: :mod:`harness.dataset_sources`) and
+parquet file, a saved dataset directory: :mod:`harness.inputs.dataset_sources`) and
 ``--namespace``/``--prebuilt-env`` (SWE-bench's prebuilt images: :mod:`harness.engine.prebuilt`);
 ``harness run`` also ``--swebench-output``/``--report-dir`` (SWE-bench's layout:
 :mod:`harness.swebench.layout`). swebench's own spellings reach these through
@@ -56,9 +56,9 @@ def resolve_instance_source(args: argparse.Namespace) -> tuple[Path, dict | None
     """(the instance file to load, the dataset's provenance when it was read from one).
 
     JSON, JSONL and YAML files are loaded as they are; parquet files, dataset directories
-    and hub names are read once into a JSONL file in the cache (harness.dataset_sources)."""
-    from harness import demo
-    from harness.dataset_sources import TEXT_SUFFIXES, materialise
+    and hub names are read once into a JSONL file in the cache (harness.inputs.dataset_sources)."""
+    from harness.inputs import demo
+    from harness.inputs.dataset_sources import TEXT_SUFFIXES, materialise
     dataset = getattr(args, "dataset", None)
     if dataset is not None and args.instances is not None:
         raise InputError("give the instances once: --instances or --dataset", field="--dataset")
@@ -107,8 +107,8 @@ def swebench_layout_request(args: argparse.Namespace, instances_path: Path, pred
     the model's directory name checked: refused before the run, not after it)."""
     if not (getattr(args, "swebench_output", False) or getattr(args, "report_dir", None)):
         return None
-    from harness.instances import load_instances
-    from harness.predictions import resolve_predictions
+    from harness.inputs.instances import load_instances
+    from harness.inputs.predictions import resolve_predictions
     from harness.swebench.layout import model_dirname
     loaded = load_instances(instances_path, args.instance_ids)
     predictions = resolve_predictions(predictions_arg, loaded.instances)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from markupsafe import Markup
 
-from harness import stats
+from harness.results import stats
 from harness.results.comparison import ClaimsComparison, RateWithInterval, RunsComparison
 from harness.results.instance_detail import InstanceDetail
 from harness.results.run_report import RunReport

@@ -6,7 +6,7 @@ Markdown goes into pull requests and terminals; every cell is escaped for tables
 
 from __future__ import annotations
 
-from harness import stats
+from harness.results import stats
 from harness.results.comparison import ClaimsComparison, RateWithInterval, Result, RunsComparison
 from harness.results.run_report import RunReport
 

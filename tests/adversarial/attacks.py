@@ -308,7 +308,7 @@ class Undefended:
 
 def undefended_outcome(attack: Attack, workdir: Path, repos_dir: Path, timeout: float = 60) -> Undefended:
     """What a naive harness would see: clone the full source repository (``repos_dir``
-    holds the demo repositories, e.g. from ``harness.demo.build_demo_repos``), check out
+    holds the demo repositories, e.g. from ``harness.inputs.demo.build_demo_repos``), check out
     the base commit, apply the attack's patch and then the test patch (no restore of
     tests or test infrastructure), add harness-style canaries, and run
     ``python -m pytest -rA --junitxml`` from the root with a scrubbed environment.

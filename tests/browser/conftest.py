@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.demo import DEMO_DIR
+from harness.inputs.demo import DEMO_DIR
 from tests.browser.chromium import chromium, console_errors, missing
 
 INSTANCES = str(DEMO_DIR / "instances.jsonl")

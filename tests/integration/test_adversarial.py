@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.demo import DEMO_DIR, build_demo_repos
+from harness.inputs.demo import DEMO_DIR, build_demo_repos
 from tests.adversarial.attacks import ALL_ATTACKS, ATTACKS, EXTRA_ATTACKS, Attack, undefended_outcome, write_batch
 from tests.conftest import HarnessRun, RunResult, leftover_containers
 from tests.patchgen import demo_instance
@@ -57,7 +57,7 @@ def _ours(engine, root: Path) -> list:
     directory's scope label tells them apart)."""
     def labels(obj):
         return (getattr(obj, "labels", None) or obj.attrs.get("Labels") or {})
-    from harness.batch import run_scope
+    from harness.run.batch import run_scope
     from harness.engine.sandbox import LABEL_RUN_DIR
     return [o for o in leftover_containers(engine, *RUN_IDS) if labels(o).get(LABEL_RUN_DIR) == run_scope(root)]
 

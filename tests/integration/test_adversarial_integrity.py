@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.demo import DEMO_DIR
+from harness.inputs.demo import DEMO_DIR
 from harness.integrity import audit
 from harness.integrity.corpus import CorpusAttack, build_corpus, payload
 from harness.integrity.corpus.target import make_target
@@ -119,7 +119,7 @@ def test_issue11_attack_is_not_resolved(corpus_run, base, attempt, attack):
 
 def test_issue11_batch_leaves_nothing_behind(corpus_run, engine):
     # this run directory's scope only: another session may run this module (same run id) now
-    from harness.batch import run_scope
+    from harness.run.batch import run_scope
     from harness.engine.sandbox import LABEL_RUN_DIR
     root, _ = corpus_run
     left = [o for o in leftover_containers(engine, RUN_ID)

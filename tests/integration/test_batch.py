@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 
-from harness.demo import DEMO_DIR
+from harness.inputs.demo import DEMO_DIR
 from tests.conftest import leftover_containers
 from tests.patchgen import demo_instance, write_predictions
 

@@ -4,7 +4,7 @@ not in its effective set, not in its bounding set — and cannot reconfigure the
 
 from __future__ import annotations
 
-from harness.demo import DEMO_DIR
+from harness.inputs.demo import DEMO_DIR
 from tests.patchgen import base_file, edit, write_predictions
 
 CALCLY = "harness-demo__calcly-1"

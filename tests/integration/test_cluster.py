@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.demo import DEMO_DIR
+from harness.inputs.demo import DEMO_DIR
 from harness.engine.sandbox import LABEL_OWNER
 from tests.fixtures.services import PrivateEngine, RayCluster, engine_events, harness_cli
 from tests.patchgen import demo_instance, write_predictions
@@ -145,10 +145,10 @@ def test_the_second_engine_pulls_what_the_first_built(engines, seeded_registry, 
     """Engine A builds the demo environment and pushes it to an empty registry; engine B
     pulls it (verified, same image id) instead of building: B's events show a pull and
     no build step, A's show the build."""
-    from harness import demo
-    from harness.repos import RepoResolver
-    from harness.preparation import Preparer
-    from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry
+    from harness.inputs import demo
+    from harness.inputs.repos import RepoResolver
+    from harness.preparation.preparer import Preparer
+    from harness.inputs.specs import DEFAULT_SPECS_DIR, SpecRegistry
 
     specs = SpecRegistry.load(DEFAULT_SPECS_DIR)
     spec = specs.get("harness-demo/calcly", demo_instance(IDS[0])["version"])

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from harness import __version__
-from harness.demo import DEMO_DIR
+from harness.inputs.demo import DEMO_DIR
 from harness.hashing import content_hash
-from harness.instances import load_instances
+from harness.inputs.instances import load_instances
 from tests.conftest import PROJECT_ROOT, leftover_containers
 
 pytestmark = pytest.mark.engine

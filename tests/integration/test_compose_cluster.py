@@ -16,8 +16,8 @@ import uuid
 
 import pytest
 
-from harness.demo import DEMO_DIR
-from harness.instances import load_instances
+from harness.inputs.demo import DEMO_DIR
+from harness.inputs.instances import load_instances
 from tests.conftest import PROJECT_ROOT
 from tests.fixtures.services import free_port
 

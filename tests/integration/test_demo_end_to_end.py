@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from harness.demo import DEMO_DIR
+from harness.inputs.demo import DEMO_DIR
 from tests.conftest import leftover_containers
 
 EXPECTED = json.loads((DEMO_DIR / "expected.json").read_text())

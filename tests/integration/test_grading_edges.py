@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 
-from harness.demo import DEMO_DIR
+from harness.inputs.demo import DEMO_DIR
 from tests.conftest import leftover_containers
 from tests.patchgen import base_file, demo_instance, edit, write_predictions
 
@@ -271,7 +271,7 @@ def test_the_perturbed_run_catches_what_passes_every_expected_value(harness_run,
     with one FAIL_TO_PASS test's expected value changed in place, passes that test too,
     which the reference patch does not (proven on demand): INVALID tampered. The
     reference patch itself is FULL, its changed test having failed."""
-    from harness.specs import DEFAULT_SPECS_DIR
+    from harness.inputs.specs import DEFAULT_SPECS_DIR
     specs = tmp_path / "specs"
     specs.mkdir()
     spec = (DEFAULT_SPECS_DIR / "harness-demo__calcly.yaml").read_text()

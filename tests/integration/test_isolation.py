@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from harness import demo, incontainer
+from harness import incontainer
+
+from harness.inputs import demo
 from harness.engine.layers import PRISTINE_TREE
 from harness.engine.sandbox import DockerBackend
 from harness.integrity import steps
-from harness.instances import load_instances
-from harness.repos import RepoResolver
-from harness.preparation import Preparer
-from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry
+from harness.inputs.instances import load_instances
+from harness.inputs.repos import RepoResolver
+from harness.preparation.preparer import Preparer
+from harness.inputs.specs import DEFAULT_SPECS_DIR, SpecRegistry
 from tests.conftest import leftover_containers
 
 INSTANCE_ID = "harness-demo__calcly-1"

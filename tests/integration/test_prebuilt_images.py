@@ -17,7 +17,7 @@ import tarfile
 
 import pytest
 
-from harness import demo
+from harness.inputs import demo
 from harness.engine.images import stream_build
 from harness.engine.layers import PRISTINE_TREE
 from harness.engine.prebuilt import PrebuiltSource
@@ -38,9 +38,9 @@ def _record() -> dict:
 
 def _swebench_style_image(engine, cache_dir, tmp_path, name: str) -> int:
     """Build ``name`` in SWE-bench's layout; returns the commits its /testbed holds."""
-    from harness.repos import RepoResolver
-    from harness.preparation import Preparer
-    from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry
+    from harness.inputs.repos import RepoResolver
+    from harness.preparation.preparer import Preparer
+    from harness.inputs.specs import DEFAULT_SPECS_DIR, SpecRegistry
     record = _record()
     repos = demo.build_demo_repos(demo.DEMO_DIR, cache_dir / "demo-repos")
     preparer = Preparer(engine, SpecRegistry.load(DEFAULT_SPECS_DIR), RepoResolver(cache_dir, None, repos), cache_dir)

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import json
 
-from harness.specs import DEFAULT_SPECS_DIR
+from harness.inputs.specs import DEFAULT_SPECS_DIR
 
 
 def test_unaddressable_set_is_refused_loudly_by_the_cli(tmp_path, capsys):
     """`harness run` refuses the instance before any container starts: reported on stderr
     and in summary.json's input errors, never graded."""
     from harness.cli import main
-    from harness.demo import DEMO_DIR
+    from harness.inputs.demo import DEMO_DIR
     specs = tmp_path / "specs"
     specs.mkdir()
     # the demo calcly repository graded under sympy's id convention: its node ids name nothing

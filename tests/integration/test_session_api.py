@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import harness
-from harness.demo import DEMO_DIR
+from harness.inputs.demo import DEMO_DIR
 
 EXPECTED = json.loads((DEMO_DIR / "expected.json").read_text())
 INSTANCES = DEMO_DIR / "instances.jsonl"

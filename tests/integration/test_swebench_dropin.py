@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from harness import demo
+from harness.inputs import demo
 from harness.cli import main
 from tests.conftest import PROJECT_ROOT
 

@@ -1,6 +1,6 @@
 """No silent drops (ids a runner cannot address are refused before anything runs), and
-origins that follow the evidence (harness/instance_checks.py, harness/grading/origins.py,
-the judgement in harness/evaluation.py)."""
+origins that follow the evidence (harness/inputs/instance_checks.py, harness/grading/origins.py,
+the judgement in harness/evaluation/evaluator.py)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from harness.grading.verdict import settle_origin
 from harness.integrity.judge import RunContext, judge_run
 from harness.grading.origins import evidence_origin, same_failure_as_control
 from harness.grading.status import ErrorReason, InstanceStatus, TestStatus
-from harness.instances import parse_instance
-from harness.report import InstanceResult, summarise
-from harness.instance_checks import instance_id_problem, refuse_unaddressable
-from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry
+from harness.inputs.instances import parse_instance
+from harness.results.report import InstanceResult, summarise
+from harness.inputs.instance_checks import instance_id_problem, refuse_unaddressable
+from harness.inputs.specs import DEFAULT_SPECS_DIR, SpecRegistry
 
 #: SWE-bench's published records (../shared/swebench beside the checkout; $HARNESS_SWEBENCH_DATA)
 SHARED = Path(os.environ.get("HARNESS_SWEBENCH_DATA", Path(__file__).resolve().parents[2].parent / "shared" / "swebench"))
@@ -66,7 +66,7 @@ def test_a_record_naming_its_log_parser_must_match_the_spec_convention():
 def test_every_lite_and_verified_record_is_addressable_by_its_spec():
     """No Lite or Verified record with a spec is refused (none silently unaddressable), and
     a spec that grades Django labels with pytest refuses every Django record."""
-    from harness.instances import load_instances
+    from harness.inputs.instances import load_instances
     specs = SpecRegistry.load(DEFAULT_SPECS_DIR)
     for name in ("lite-test.jsonl", "verified-test.jsonl"):
         loaded = load_instances(SHARED / name)
@@ -150,7 +150,7 @@ def test_nothing_parsed_is_suite_did_not_run():
 
 def test_a_model_run_failing_like_its_control_is_charged_to_the_environment(tmp_path):
     from harness.atomic import write_json_atomic
-    from harness.control import record_control
+    from harness.results.control import record_control
     from harness.grading.verdict import final_verdict
     inst = parse_instance(_record())
     control = InstanceResult("x__y-1", "x/y", "gold", InstanceStatus.INVALID, error_reason=ErrorReason.COLLECTION_ERROR,
@@ -170,11 +170,11 @@ def test_a_model_run_failing_like_its_control_is_charged_to_the_environment(tmp_
 
 
 def test_the_control_facts_a_run_records_decide_alike_when_applied_again(tmp_path):
-    """harness report re-applies the recorded facts (harness/control.py): the same flags,
+    """harness report re-applies the recorded facts (harness/results/control.py): the same flags,
     details and origin come out, whatever the re-grade cleared before, and a report from
     before the facts were recorded keeps failed_like_control from the control's reason."""
     from harness.atomic import write_json_atomic
-    from harness.control import record_control, recorded_facts
+    from harness.results.control import record_control, recorded_facts
     from harness.grading.verdict import apply_control, final_verdict
     inst = parse_instance(_record())
     control = InstanceResult("x__y-1", "x/y", "gold", InstanceStatus.NO, collected=["t/test_a.py::test_keep"],
@@ -215,7 +215,7 @@ def test_a_suite_that_never_ran_says_why_when_its_output_does():
 
 
 def test_the_final_verdict_settles_the_origin_before_the_control_has_its_say():
-    """Live (harness.batch) and harness report (harness.regrade) both end with final_verdict:
+    """Live (harness.run.batch) and harness report (harness.evaluation.regrade) both end with final_verdict:
     a model run that timed out like its control is the environment's, although the origin
     rule alone charges a timeout to the model."""
     from harness.grading.verdict import final_verdict

@@ -28,8 +28,8 @@ def _load(name: str):
 
 
 def test_the_overhead_benchmark_overrides_the_evaluators_test_step_as_it_is():
-    import harness.evaluation as evaluation
-    import harness.runner as runner
+    import harness.evaluation.evaluator as evaluation
+    import harness.evaluation.node as runner
     overhead = _load("overhead")
     made, restore = overhead._recording_evaluators(runner)
     try:
@@ -50,8 +50,8 @@ def test_the_overhead_benchmark_overrides_the_evaluators_test_step_as_it_is():
 
 
 def test_a_batch_runner_takes_its_backend_at_construction(tmp_path):
-    from harness.batch import BatchRunner
-    from harness.tasks import RunConfig
+    from harness.run.batch import BatchRunner
+    from harness.evaluation.tasks import RunConfig
 
     class Backend:
         stopped = False

@@ -9,10 +9,10 @@ from harness.atomic import write_text_atomic
 from harness.errors import InputError, PatchRejected
 from harness.grading import parsers
 from harness.grading.parsers import ResultsTooLarge, parse_junit, parse_pytest_text
-from harness.instances import load_instances, parse_instance, read_records
+from harness.inputs.instances import load_instances, parse_instance, read_records
 from harness.patches import MAX_PATCH_FILES, check_model_patch
 from harness.paths import RunPaths, id_problem, safe_run_id
-from harness.predictions import Prediction, load_predictions
+from harness.inputs.predictions import Prediction, load_predictions
 from tests.patchgen import demo_instance
 
 
@@ -250,7 +250,7 @@ def test_numeric_options_at_the_bounds_are_accepted(argv, attr, value):
 
 
 def test_eval_config_refuses_a_timeout_below_one_second():
-    from harness.evaluation_setup import EvalConfig
+    from harness.evaluation.setup import EvalConfig
     for bad in (-1, 0):
         with pytest.raises(ValueError):
             EvalConfig(timeout=bad)

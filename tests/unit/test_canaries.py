@@ -384,7 +384,7 @@ def test_canaries_are_never_graded_and_proofs_read_back():
 # ----------------------------------------------------------------------------- through grading
 
 def _instance():
-    from harness.instances import parse_instance
+    from harness.inputs.instances import parse_instance
     return parse_instance({"instance_id": "x__y-1", "repo": "x/y", "base_commit": "a" * 40, "version": "1",
                            "patch": "diff --git a/y.py b/y.py\n--- a/y.py\n+++ b/y.py\n@@ -1 +1 @@\n-a\n+b\n",
                            "test_patch": "diff --git a/t.py b/t.py\n--- a/t.py\n+++ b/t.py\n@@ -1 +1,2 @@\n x\n+y\n",
@@ -416,9 +416,9 @@ def test_a_control_proves_canaries_only_when_it_ran_the_reference_patch(tmp_path
     instance's own reference patch: a model's run used as a control would let it disprove
     the canaries it forges."""
     from harness.atomic import write_json_atomic
-    from harness.control import control_facts
+    from harness.results.control import control_facts
     from harness.grading.status import InstanceStatus
-    from harness.report import InstanceResult
+    from harness.results.report import InstanceResult
     inst = _instance()
     verdict = judge_canaries([CANARY], {"t.py::test_b_x": P, "t.py::test_b": P}, reference=True)
     control = InstanceResult("x__y-1", "x/y", "gold", InstanceStatus.FULL,
@@ -434,9 +434,9 @@ def test_a_control_proves_canaries_only_when_it_ran_the_reference_patch(tmp_path
 
 
 def test_a_task_plants_the_control_s_canaries_or_the_run_s_or_fresh_ones(tmp_path):
-    from harness.runner import TaskEvaluator
-    from harness.tasks import RunConfig
-    from harness.specs import EnvSpec
+    from harness.evaluation.node import TaskEvaluator
+    from harness.evaluation.tasks import RunConfig
+    from harness.inputs.specs import EnvSpec
     inst = _instance()
     evaluator = TaskEvaluator.__new__(TaskEvaluator)
     evaluator.config = RunConfig("r", tmp_path, tmp_path, control_dir=tmp_path / "ctl")
@@ -481,7 +481,7 @@ def test_a_perturbed_run_changes_a_graded_test_in_place_and_keeps_the_same_canar
 def test_the_perturbed_run_settles_a_full_result():
     from harness.grading.status import ErrorReason, InstanceStatus
     from harness.integrity.perturbed import apply_perturbed
-    from harness.report import InstanceResult
+    from harness.results.report import InstanceResult
     change = Canary("t.py", None, "test_b", "test_b", "int 3 -> 5", "t.py::test_b", "t.py::test_b", "perturbed",
                     "in place")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness import compare
-from harness.stats import mcnemar_exact, paired_bootstrap_diff, wilson_interval
+from harness.results.stats import mcnemar_exact, paired_bootstrap_diff, wilson_interval
 
 SHARED_SWEBENCH = Path(__file__).resolve().parents[3] / "shared" / "swebench"
 

@@ -10,13 +10,13 @@ import pytest
 
 from harness.cli import build_parser
 from harness.engine.cpus import RUN, SPEC, CpuLimit, cpu_limit, skipped_under_cap
-from harness.spec_fields import check_cap
+from harness.inputs.spec_fields import check_cap
 from harness.errors import InputError
 from harness.grading.status import InstanceStatus
-from harness.instances import parse_instance
+from harness.inputs.instances import parse_instance
 from harness.integrity.judge import RunContext, judge_run
-from harness.report import InstanceResult
-from harness.specs import SpecRegistry
+from harness.results.report import InstanceResult
+from harness.inputs.specs import SpecRegistry
 
 
 def test_no_cap_is_no_quota_the_engine_hosts_cores():

@@ -1,4 +1,4 @@
-"""Tests of ``harness.demo`` (the builder) and of the embedded demo set's data.
+"""Tests of ``harness.inputs.demo`` (the builder) and of the embedded demo set's data.
 
 The outcome tests grade every demo prediction *on the host, without Docker*:
 check out ``base_commit`` in a temp clone, ``git apply`` the model patch,
@@ -30,8 +30,7 @@ from pathlib import Path
 import pytest
 from unidiff import PatchSet
 
-from harness import demo
-
+from harness.inputs import demo
 DEMO_DIR = demo.DEMO_DIR
 EXPECTED = json.loads((DEMO_DIR / "expected.json").read_text(encoding="utf-8"))
 INSTANCES = demo.load_jsonl(DEMO_DIR / "instances.jsonl")
@@ -188,10 +187,10 @@ def _leftovers(dest: Path) -> list[str]:
 
 def test_demo_dir_is_absolute_and_independent_of_cwd(tmp_path):
     assert DEMO_DIR.is_absolute()
-    assert DEMO_DIR == Path(demo.__file__).resolve().parents[2] / "instances" / "demo"  # harness/demo/__init__.py
+    assert DEMO_DIR == Path(demo.__file__).resolve().parents[3] / "instances" / "demo"  # harness/inputs/demo/__init__.py
     assert (DEMO_DIR / "instances.jsonl").is_file()
     out = subprocess.run(
-        [sys.executable, "-c", "from harness.demo import DEMO_DIR; print(DEMO_DIR)"],
+        [sys.executable, "-c", "from harness.inputs.demo import DEMO_DIR; print(DEMO_DIR)"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -311,7 +310,7 @@ def test_concurrent_builds(tmp_path, built):
         """
         import sys
         from pathlib import Path
-        from harness.demo import DEMO_DIR, build_demo_repos, read_head
+        from harness.inputs.demo import DEMO_DIR, build_demo_repos, read_head
         repos = build_demo_repos(DEMO_DIR, Path(sys.argv[1]))
         print(sorted((k, read_head(v)) for k, v in repos.items()))
         """
@@ -375,7 +374,7 @@ def test_instances_match_fresh_regeneration(built):
 
 def test_check_command(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "harness.demo", "check"], cwd=tmp_path, capture_output=True, text=True
+        [sys.executable, "-m", "harness.inputs.demo", "check"], cwd=tmp_path, capture_output=True, text=True
     )
     assert proc.returncode == 0, proc.stderr
 
@@ -386,7 +385,7 @@ def test_regenerate_command_rewrites_stale_file(tmp_path):
     (src / "instances.jsonl").write_text("stale\n")
     for cmd, rc in (("check", 1), ("regenerate", 0), ("check", 0)):
         proc = subprocess.run(
-            [sys.executable, "-m", "harness.demo", "--source", str(src), cmd], capture_output=True, text=True
+            [sys.executable, "-m", "harness.inputs.demo", "--source", str(src), cmd], capture_output=True, text=True
         )
         assert proc.returncode == rc, (cmd, proc.stdout, proc.stderr)
     assert (src / "instances.jsonl").read_text() == (DEMO_DIR / "instances.jsonl").read_text()

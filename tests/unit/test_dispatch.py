@@ -1,4 +1,4 @@
-"""Which task starts next (harness.executors.dispatch): a version's later tasks wait for its
+"""Which task starts next (harness.run.executors.dispatch): a version's later tasks wait for its
 first to finish only while another version's task can start instead; never an idle
 worker; a bounded look-ahead; order kept otherwise."""
 
@@ -8,13 +8,13 @@ import threading
 import time
 from pathlib import Path
 
-from harness.executors import LocalExecutor, NodeSetup
-from harness.executors.dispatch import SpreadDispatch, environment_group
+from harness.run.executors import LocalExecutor, NodeSetup
+from harness.run.executors.dispatch import SpreadDispatch, environment_group
 from harness.grading.status import InstanceStatus
-from harness.instances import Instance
-from harness.predictions import Prediction
-from harness.report import InstanceResult
-from harness.tasks import RunConfig, Task, TaskOutcome, TaskRequest
+from harness.inputs.instances import Instance
+from harness.inputs.predictions import Prediction
+from harness.results.report import InstanceResult
+from harness.evaluation.tasks import RunConfig, Task, TaskOutcome, TaskRequest
 
 
 def _request(iid: str, version: str, repo: str = "x/y") -> TaskRequest:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import InputError
-from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry
+from harness.inputs.specs import DEFAULT_SPECS_DIR, SpecRegistry
 
 
 def load(tmp_path, text: str) -> SpecRegistry:
@@ -164,7 +164,7 @@ def test_downloads_are_checked_data(tmp_path):
 
 def test_build_inputs_decide_whether_a_further_instance_can_reuse_an_earlier_build():
     from harness.engine.instance_reuse import is_build_input
-    from harness.specs import DEFAULT_COMPILED_SOURCES
+    from harness.inputs.specs import DEFAULT_COMPILED_SOURCES
     for path in ("setup.py", "setup.cfg", "pyproject.toml", "astropy/wcs/setup_package.py", "cextern/wcslib/C/prj.c",
                  "astropy/stats/_stats.pyx", "pylint/__pkginfo__.py", "requirements_test.txt", "src/_path.h"):
         assert is_build_input(path, DEFAULT_COMPILED_SOURCES), path

@@ -13,16 +13,16 @@ from pathlib import Path
 import pytest
 
 from harness.atomic import write_json_atomic
-from harness.batch import run_scope
+from harness.run.batch import run_scope
 from harness.errors import RunDirectoryBusy
-from harness.executors import LocalExecutor, NodeSetup, run_with_deadline
-from harness.executors import base as executors_base
+from harness.run.executors import LocalExecutor, NodeSetup, run_with_deadline
+from harness.run.executors import base as executors_base
 from harness.grading.status import ErrorReason, InstanceStatus
-from harness.instances import Instance
+from harness.inputs.instances import Instance
 from harness.locks import run_directory_lock
-from harness.predictions import Prediction
-from harness.report import InstanceResult, summarise_run_directory
-from harness.tasks import RunConfig, Task, TaskOutcome, TaskRequest
+from harness.inputs.predictions import Prediction
+from harness.results.report import InstanceResult, summarise_run_directory
+from harness.evaluation.tasks import RunConfig, Task, TaskOutcome, TaskRequest
 
 
 def _task(n: int = 0) -> Task:
@@ -67,7 +67,7 @@ class FakeEvaluator:
         return 1
 
     def _failed(self, task, reason, exc, started, log, build_log=""):
-        from harness.tasks import failure_result
+        from harness.evaluation.tasks import failure_result
         return TaskOutcome(task.key, failure_result(task, reason, exc, "k", self.node), node=self.node)
 
     def stop(self) -> None:
@@ -192,7 +192,7 @@ def test_the_summary_is_built_from_every_report_in_the_directory(tmp_path):
 
 
 def test_the_manifest_is_streamed_into_the_same_document(tmp_path):
-    from harness.manifest import build_manifest, write_manifest
+    from harness.results.manifest import build_manifest, write_manifest
     pins = {f"id-{n}": {"image_id": f"sha256:{n}", "patch": "p"} for n in range(50)}
     count = write_manifest(tmp_path / "manifest.json", "r", {"timeout": 1}, "gk", iter(pins.items()), {"i": 1})
     written = json.loads((tmp_path / "manifest.json").read_text())

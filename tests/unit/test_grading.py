@@ -274,7 +274,7 @@ def test_statuses_are_string_valued_for_json():
 
 def test_dataset_fragments_that_name_no_test_are_left_out_of_grading():
     from harness.integrity.judge import gradable_tests
-    from harness.instances import parse_instance
+    from harness.inputs.instances import parse_instance
     inst = parse_instance({"instance_id": "x", "repo": "o/r", "base_commit": "abcdef1", "patch": "",
                            "test_patch": "diff", "FAIL_TO_PASS": ["t.py::a"],
                            "PASS_TO_PASS": ["t.py::b", "[100%]", "[", "t.py"]})

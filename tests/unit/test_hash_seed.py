@@ -1,15 +1,15 @@
 """The tests' string hashing: randomised as in SWE-bench's runs, one recorded seed per
-evaluation (harness.evaluation_setup.HASH_SEEDS), unless the spec fixes it."""
+evaluation (harness.evaluation.setup.HASH_SEEDS), unless the spec fixes it."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from harness.evaluation import Evaluator
-from harness.evaluation_setup import HASH_SEEDS, EvalConfig, draw_hash_seed, scrubbed_env
-from harness.instances import parse_instance
-from harness.predictions import Prediction
-from harness.specs import EnvSpec
+from harness.evaluation.evaluator import Evaluator
+from harness.evaluation.setup import HASH_SEEDS, EvalConfig, draw_hash_seed, scrubbed_env
+from harness.inputs.instances import parse_instance
+from harness.inputs.predictions import Prediction
+from harness.inputs.specs import EnvSpec
 
 _RECORD = {"instance_id": "o__r-1", "repo": "o/r", "base_commit": "a" * 40, "patch": "",
            "test_patch": "diff --git a/t.py b/t.py\n--- a/t.py\n+++ b/t.py\n@@ -1 +1 @@\n-x\n+y\n",

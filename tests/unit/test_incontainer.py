@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness import incontainer, resources
-from harness.tasks import RunConfig
+from harness.evaluation.tasks import RunConfig
 from harness.runners import RUNNERS
 from harness.runners.base import ReporterRunner
 

@@ -11,7 +11,7 @@ import sys
 
 from harness.engine.incremental import DECLARED, compare, generated_siblings
 from harness.engine.instance_reuse import is_build_input, is_rebuildable
-from harness.specs import DEFAULT_COMPILED_SOURCES
+from harness.inputs.specs import DEFAULT_COMPILED_SOURCES
 
 
 def _ext(name, sources, **definition):
@@ -44,7 +44,7 @@ def test_a_specs_build_inputs_are_whole_paths_and_absorbable():
 
 
 def test_the_astropy_spec_names_its_generated_c_inputs():
-    from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry
+    from harness.inputs.specs import DEFAULT_SPECS_DIR, SpecRegistry
     spec = SpecRegistry.load(DEFAULT_SPECS_DIR).get("astropy/astropy", "5.1")
     assert spec.build_inputs == ("astropy/wcs/docstrings.py",)
 

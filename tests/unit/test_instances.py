@@ -1,4 +1,4 @@
-"""Instance loading and validation (harness.instances)."""
+"""Instance loading and validation (harness.inputs.instances)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import yaml
 
 from harness.errors import InputError
 from harness.grading.grade import TestLists
-from harness.instances import Instance, load_instances, parse_instance, read_records
+from harness.inputs.instances import Instance, load_instances, parse_instance, read_records
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 

@@ -1,4 +1,4 @@
-"""Predictions (harness.predictions)."""
+"""Predictions (harness.inputs.predictions)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from harness.errors import InputError
-from harness.instances import parse_instance
-from harness.predictions import (EMPTY, GOLD, Prediction, control_predictions, load_predictions,
+from harness.inputs.instances import parse_instance
+from harness.inputs.predictions import (EMPTY, GOLD, Prediction, control_predictions, load_predictions,
                                  resolve_predictions)
 
 SHA = "0123456789abcdef0123456789abcdef01234567"

@@ -1,4 +1,4 @@
-"""``harness report`` (harness.regrade) judges a run's saved outputs again and must reach the
+"""``harness report`` (harness.evaluation.regrade) judges a run's saved outputs again and must reach the
 verdict the live evaluation recorded, test list by test list: here for a patch that reaches
 into the test runner, the case the two once decided apart (the live run counted no graded
 test as passed, the re-grade kept the lists as judged). No container: the live side is the
@@ -11,15 +11,15 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from harness.atomic import write_json_atomic, write_text_atomic
-from harness.evaluation import Evaluator
-from harness.evaluation_setup import EvalConfig
+from harness.evaluation.evaluator import Evaluator
+from harness.evaluation.setup import EvalConfig
 from harness.grading.status import ErrorReason, InstanceStatus
-from harness.instances import parse_instance
+from harness.inputs.instances import parse_instance
 from harness.paths import RunPaths
-from harness.predictions import Prediction
-from harness.regrade import regrade_run
-from harness.report import CommandRecord, InstanceResult
-from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry
+from harness.inputs.predictions import Prediction
+from harness.evaluation.regrade import regrade_run
+from harness.results.report import CommandRecord, InstanceResult
+from harness.inputs.specs import DEFAULT_SPECS_DIR, SpecRegistry
 
 TEST_PATCH = ("diff --git a/t/test_a.py b/t/test_a.py\n--- a/t/test_a.py\n+++ b/t/test_a.py\n"
               "@@ -1 +1,2 @@\n x\n+y\n")

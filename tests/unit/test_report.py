@@ -1,4 +1,4 @@
-"""Reports (harness.report): summarise, report.json round trip."""
+"""Reports (harness.results.report): summarise, report.json round trip."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.grading.status import ErrorReason, InstanceStatus
-from harness.report import SCHEMA_VERSION, CommandRecord, InstanceResult, summarise
+from harness.results.report import SCHEMA_VERSION, CommandRecord, InstanceResult, summarise
 
 FULL, PARTIAL, NO, INVALID = (InstanceStatus.FULL, InstanceStatus.PARTIAL, InstanceStatus.NO,
                               InstanceStatus.INVALID)

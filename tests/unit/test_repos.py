@@ -1,4 +1,4 @@
-"""Repositories as they are (harness.repos), with real git and no engine: config-less
+"""Repositories as they are (harness.inputs.repos), with real git and no engine: config-less
 bare directories, ``.git`` suffixes, partial clones lacking a blob, submodules exported
 with their content or refused with the reason."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.repos import (GitDir, RepoResolver, RepositoryUnavailable, check_objects, export_tree,
+from harness.inputs.repos import (GitDir, RepoResolver, RepositoryUnavailable, check_objects, export_tree,
                            github_repo_name, missing_objects)
 
 ENV = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
@@ -136,7 +136,7 @@ def test_github_names():
 def test_the_pristine_reader_reads_each_file_once_as_git_has_it(tmp_path):
     """The evaluator's view of the base commit: bytes and mode of files and symlinks, None for
     directories and absent paths, from one listing; a file asked for again is not re-read."""
-    from harness.runner import _PristineReader
+    from harness.evaluation.node import _PristineReader
     commit = make_repo(tmp_path / "src", {"a.py": "x = 1\n", "pkg/b.py": "y = 2\n", "run.sh": "echo\n"})
     os.chmod(tmp_path / "src" / "run.sh", 0o755)
     os.symlink("pkg/b.py", tmp_path / "src" / "link.py")
@@ -193,7 +193,7 @@ def test_the_demo_set_is_a_repository_source_beside_a_repos_dir(tmp_path):
     built into the cache from the packaged snapshots (it was repository_unavailable)."""
     import pickle
 
-    from harness import demo
+    from harness.inputs import demo
     make_repo(tmp_path / "src", {"a.py": "1\n"})
     repos = tmp_path / "repos"
     git("clone", "-q", "--bare", str(tmp_path / "src"), str(repos / "o__real.git"))

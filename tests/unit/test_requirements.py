@@ -1,5 +1,5 @@
 """Requirements with origins, tree requirements, resolver and build-failure explanations
-(harness.requirements), interpreter sources (harness.engine.interpreters) and the
+(harness.preparation.requirements), interpreter sources (harness.engine.interpreters) and the
 wheelhouse's pure helpers."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import pytest
 
 from harness.engine.interpreters import prefix_excluded
 from harness.errors import InputError
-from harness.requirements import (Req, TargetPython, explain_conflict, failing_package, installer_pins,
+from harness.preparation.requirements import (Req, TargetPython, explain_conflict, failing_package, installer_pins,
                                   needs_building, parse_egg_requires, parse_metadata, tree_requirements)
-from harness.spec_fields import InterpreterSource, parse_interpreter_source
-from harness.index import Target, _wheel_fits, sdist_build_requires
-from harness.wheelhouse import LocalProject
+from harness.inputs.spec_fields import InterpreterSource, parse_interpreter_source
+from harness.preparation.index import Target, _wheel_fits, sdist_build_requires
+from harness.preparation.wheelhouse import LocalProject
 
 
 # ------------------------------------------------------------------ installer pins
@@ -162,7 +162,7 @@ def test_the_tree_takes_part_in_resolution_as_a_metadata_only_wheel(tmp_path):
 # ------------------------------------------------------------------ declared tree metadata
 
 def test_declared_requirements_are_read_as_data(tmp_path):
-    from harness.treemeta import static_metadata
+    from harness.preparation.treemeta import static_metadata
     (tmp_path / "setup.py").write_text("from setuptools import setup\nsetup(use_scm_version=True)\n")
     (tmp_path / "setup.cfg").write_text(
         "[metadata]\nname = pkg\n\n[options]\ninstall_requires =\n    numpy >= 1.17  # comment\n"
@@ -176,7 +176,7 @@ def test_declared_requirements_are_read_as_data(tmp_path):
 
 
 def test_pyproject_project_table_and_literal_versions(tmp_path):
-    from harness.treemeta import static_metadata
+    from harness.preparation.treemeta import static_metadata
     (tmp_path / "pyproject.toml").write_text(
         '[project]\nname = "Tiny-Pkg"\ndynamic = ["version"]\ndependencies = ["attrs>=20"]\n'
         '[project.optional-dependencies]\ndev = ["pytest; python_version >= \'3.8\'"]\n')
@@ -190,7 +190,7 @@ def test_pyproject_project_table_and_literal_versions(tmp_path):
 
 
 def test_a_pin_yields_to_the_tree_only_when_the_tree_excludes_it():
-    from harness.requirements import yield_to_tree
+    from harness.preparation.requirements import yield_to_tree
     pins = [Req("astroid==2.12.13", "spec requirements"), Req("pytest==7.4.4", "spec requirements")]
     kept, dropped = yield_to_tree(pins, ["astroid>=2.11.6,<=2.12.0-dev0", 'tomli; python_version < "3.11"'],
                                   ("astroid",), TargetPython("3.9.2"))
@@ -204,7 +204,7 @@ def test_a_pin_yields_to_the_tree_only_when_the_tree_excludes_it():
 
 
 def test_setup_cfg_extras_interpolate_as_setuptools_reads_them(tmp_path):
-    from harness.treemeta import static_metadata
+    from harness.preparation.treemeta import static_metadata
     (tmp_path / "setup.cfg").write_text("[metadata]\nname = pkg\n\n[options.extras_require]\nio =\n    netCDF4\n"
                                         "complete =\n    %(io)s\n    dask\n")
     meta = static_metadata(tmp_path)

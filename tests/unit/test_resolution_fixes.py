@@ -1,13 +1,13 @@
-"""A failed resolution says what to change in the spec (harness.resolution_fixes): pins
+"""A failed resolution says what to change in the spec (harness.preparation.resolution_fixes): pins
 newer than ``resolve_as_of`` and a tree's build requirements against the installer's pins.
 The resolver outputs are uv's own (0.13), captured from these requirement sets."""
 
 from __future__ import annotations
 
-from harness.index import Target
-from harness.requirements import Req, failing_package
-from harness.resolution_fixes import fixes
-from harness.wheelhouse import failure_message
+from harness.preparation.index import Target
+from harness.preparation.requirements import Req, failing_package
+from harness.preparation.resolution_fixes import fixes
+from harness.preparation.wheelhouse import failure_message
 
 BASES = "installer pins (images/bases.yaml installer for Python 3.9)"
 SPEC_INSTALLER = "spec installer (images/specs/pylint-dev__pylint.yaml (version 2.15))"

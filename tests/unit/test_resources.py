@@ -33,9 +33,9 @@ def test_project_data_is_found_through_importlib_resources():
     packaged = Path(str(importlib_resources.files(resources.IMAGES_PACKAGE))).resolve()
     assert resources.images_dir() == packaged
     assert resources.instances_dir() == Path(str(importlib_resources.files(resources.INSTANCES_PACKAGE))).resolve()
-    from harness.demo import DEMO_DIR
+    from harness.inputs.demo import DEMO_DIR
     from harness.engine.layers import BaseDefinition
-    from harness.specs import DEFAULT_SPECS_DIR, IMAGES_DIR
+    from harness.inputs.specs import DEFAULT_SPECS_DIR, IMAGES_DIR
     assert (IMAGES_DIR, DEFAULT_SPECS_DIR, DEMO_DIR) == (resources.images_dir(), resources.specs_dir(),
                                                          resources.demo_dir())
     assert BaseDefinition.load().pythons  # the default path is the packaged bases.yaml
@@ -68,8 +68,8 @@ def test_export_writes_every_data_file_and_nothing_else(tmp_path):
 
 def test_HARNESS_DATA_DIR_replaces_the_packaged_data(tmp_path):
     dest = resources.export_data(tmp_path / "org")
-    code = ("import json; from harness import resources; from harness.specs import IMAGES_DIR, DEFAULT_SPECS_DIR; "
-            "from harness.demo import DEMO_DIR, load_jsonl; from harness.engine.images import BaseDefinition; "
+    code = ("import json; from harness import resources; from harness.inputs.specs import IMAGES_DIR, DEFAULT_SPECS_DIR; "
+            "from harness.inputs.demo import DEMO_DIR, load_jsonl; from harness.engine.images import BaseDefinition; "
             "print(json.dumps([str(IMAGES_DIR), str(DEFAULT_SPECS_DIR), str(DEMO_DIR), resources.data_source(), "
             "resources.problems(), str(resources.path())]))")
     proc = _python(code, HARNESS_DATA_DIR=str(dest))

@@ -25,7 +25,7 @@ ELSEWHERE = {
     # the suffix of the cache's lock files (<cache>/locks/, beside the demo repositories),
     # not the run directory's lock
     "harness/locks.py": {".lock"},
-    "harness/demo/build.py": {".lock"},
+    "harness/inputs/demo/build.py": {".lock"},
 }
 #: Files copied into the sandbox (they import nothing of the harness): their own names.
 SANDBOX = PACKAGE / "incontainer"

@@ -11,7 +11,7 @@ import pytest
 from harness.results.instance_detail import classify_diff, clean_text, excerpt, load_instance_detail
 from harness.results.run_data import load_run, page_path
 from harness.results.run_report import build_run_report, load_run_report
-from harness.stats import wilson_interval
+from harness.results.stats import wilson_interval
 from tests.runs import write_synthetic_run
 
 

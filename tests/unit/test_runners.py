@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from harness.errors import UnknownNameError
-from harness.evaluation_setup import build_test_command
+from harness.evaluation.setup import build_test_command
 from harness.integrity.canaries import plant
 from harness.grading.parsers import get_parser
 from harness.patches import patch_files
 from harness.runners import INCONTAINER_DIR, RUNNERS, get_runner
 from harness.runners.unittest_runner import django_label
-from harness.specs import EnvSpec, SpecRegistry
+from harness.inputs.specs import EnvSpec, SpecRegistry
 
 DJANGO_TEST_PATCH = """\
 diff --git a/tests/admin_views/tests.py b/tests/admin_views/tests.py
@@ -152,7 +152,7 @@ def test_spec_defaults_follow_the_runner(tmp_path: Path):
 
 
 def test_project_specs_name_their_runners():
-    from harness.specs import DEFAULT_SPECS_DIR
+    from harness.inputs.specs import DEFAULT_SPECS_DIR
     registry = SpecRegistry.load(DEFAULT_SPECS_DIR)
     assert registry.get("sympy/sympy", "1.1").runner == "sympy"
     assert registry.get("django/django", "4.2").runner == "django"

@@ -16,7 +16,7 @@ from harness.integrity import rebuild
 from harness.integrity.evidence import SURVEY_WATCH, created_entries, judge_evidence, parse_evidence
 from harness.integrity.plan import make_plan
 from harness.integrity.tree import TreeChange, TreeTruth
-from harness.specs import EnvSpec
+from harness.inputs.specs import EnvSpec
 
 # --------------------------------------------------------------------------- the survey
 

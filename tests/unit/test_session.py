@@ -1,4 +1,4 @@
-"""harness.session's pure parts: how records and mappings become the run's pinned input
+"""harness.run.session's pure parts: how records and mappings become the run's pinned input
 files, what it refuses, the progress events' order, and the lazy package exports."""
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ import pytest
 
 from harness.errors import InputError
 from harness.grading.status import InstanceStatus
-from harness.report import InstanceResult
-from harness.session import ProgressEvent, _predictions_arg, _Reporter
+from harness.results.report import InstanceResult
+from harness.run.session import ProgressEvent, _predictions_arg, _Reporter
 
 
 def test_a_mapping_of_patches_becomes_a_predictions_file_the_loader_reads(tmp_path):
-    from harness.predictions import load_predictions
+    from harness.inputs.predictions import load_predictions
     path = _predictions_arg({"a__b-1": "diff --git a/x b/x\n", "a__b-2": None}, "m", tmp_path)
     loaded = load_predictions(Path(path))
     assert loaded.errors == []
@@ -41,7 +41,7 @@ def test_predictions_of_another_kind_are_refused(tmp_path):
 
 
 def test_records_that_are_not_json_data_are_refused(tmp_path):
-    from harness.session import _instances_file
+    from harness.run.session import _instances_file
     with pytest.raises(InputError, match="not JSON data"):
         _instances_file([{"instance_id": object()}], tmp_path)
     written = _instances_file([{"instance_id": "a__b-1"}], tmp_path)
@@ -65,8 +65,8 @@ def test_progress_events_count_up_one_at_a_time_from_many_threads():
 
 
 def test_the_package_exports_the_session_api_without_importing_it_eagerly():
-    code = ("import sys, harness; assert 'harness.session' not in sys.modules; "
-            "f = harness.evaluate; import harness.session as s; assert f is s.evaluate; "
+    code = ("import sys, harness; assert 'harness.run.session' not in sys.modules; "
+            "f = harness.evaluate; import harness.run.session as s; assert f is s.evaluate; "
             "assert harness.RunResult is s.RunResult and harness.ProgressEvent is s.ProgressEvent")
     subprocess.run([sys.executable, "-c", code], check=True)
     with pytest.raises(AttributeError):
@@ -77,7 +77,7 @@ def test_the_package_exports_the_session_api_without_importing_it_eagerly():
 def test_the_cli_shows_where_an_incomplete_run_went_and_exits_3(tmp_path, monkeypatch, capsys):
     """The infrastructure fault is injected (a lost engine needs a dying engine): the
     command still names the run directory and the report, then says one line, exit 3."""
-    import harness.session as session
+    import harness.run.session as session
     from harness.cli import main
     from harness.errors import RunIncomplete
     from harness.paths import RunPaths

@@ -1,5 +1,5 @@
 """A user's spec file is a layer over the project's, per version and field by field
-(harness.spec_layers), and ``harness specs show`` / ``list`` print the result with where
+(harness.inputs.spec_layers), and ``harness specs show`` / ``list`` print the result with where
 each field came from."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import yaml
 from harness.cli import main
 from harness.errors import InputError, UnknownNameError
 from harness.spec_commands import spec_values
-from harness.specs import DEFAULT_SPECS_DIR, SpecRegistry
+from harness.inputs.specs import DEFAULT_SPECS_DIR, SpecRegistry
 
 PROJECT = """
     repo: o/r

@@ -1,4 +1,4 @@
-"""Environment specs (harness.specs), including the project's own images/specs/."""
+"""Environment specs (harness.inputs.specs), including the project's own images/specs/."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import yaml
 
 from harness.errors import InputError, UnknownNameError
 from harness.grading.parsers import PARSERS
-from harness.specs import DEFAULT_SPECS_DIR, EnvSpec, SpecRegistry
+from harness.inputs.specs import DEFAULT_SPECS_DIR, EnvSpec, SpecRegistry
 
 
 def spec_dir(tmp_path: Path, *texts: str, name: str = "specs") -> Path:

@@ -1,4 +1,4 @@
-"""harness.stats: hand-worked values plus properties that must hold for any input."""
+"""harness.results.stats: hand-worked values plus properties that must hold for any input."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.stats import (
+from harness.results.stats import (
     Attempt,
     budget_success,
     cost_summary,

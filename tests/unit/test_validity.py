@@ -1,6 +1,6 @@
 """The validity report from control runs (pure)."""
 
-from harness.validity import instance_validity, validity_report
+from harness.results.validity import instance_validity, validity_report
 
 
 def _report(status, f2p_ok=(), f2p_bad=(), p2p_ok=(), p2p_bad=(), resolved=None, reason=None):
@@ -81,6 +81,6 @@ def test_canary_instability_is_reported_beside_flakiness():
     assert row["canaries_disproved"] == ["t::c_c"] and row["canaries_unstable"] == ["t::a", "t::b_c"]
     assert row["valid"] and row["flaky_tests"] == []
     assert any("t::b_c failed in some reference repeats only" in r for r in row["reasons"])
-    from harness.validity import render_markdown
+    from harness.results.validity import render_markdown
     table = render_markdown(validity_report([row], 3))
     assert "| canaries | canaries disproved | canaries unstable |" in table and "| 0 | 4 | 1 | 2 |" in table

@@ -331,7 +331,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 from harness.atomic import write_json_atomic
 from harness.grading.status import ErrorReason, InstanceStatus  # noqa: E402
-from harness.report import DISJOINT_FROM_RESOLVED, InstanceResult, summarise_run_directory  # noqa: E402
+from harness.results.report import DISJOINT_FROM_RESOLVED, InstanceResult, summarise_run_directory  # noqa: E402
 from harness.results.run_data import load_run  # noqa: E402
 
 _POOL = [f"o__r-{n}" for n in range(1, 7)]

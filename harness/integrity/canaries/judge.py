@@ -13,7 +13,7 @@ run itself), and **disproved** when it did anything else there. Then, for each c
 * an **unproven** canary (no control, or a control that planted other canaries) doing the
   same makes the run INVALID ``canary_unproven``, charged to the harness: the forger does
   not reach FULL, and an honest patch that met a canary which cannot fail is not called a
-  cheat. The harness then proves it on demand (harness/runner.py): it runs the reference
+  cheat. The harness then proves it on demand (harness/evaluation/node.py): it runs the reference
   patch once with the same canaries and judges the run again with what that proved, so
   the verdict stays ``canary_unproven`` only when that run could not be had;
 * a skip or xfail the code under test raised (evidence from the runtime: the model's own

@@ -1,0 +1,439 @@
+"""The grading sequence for one (instance, prediction), in this order:
+
+1. validate on the host: the model patch (size, text, paths, counts) and the test patch,
+   applied on the host over the pristine files it touches (the test files to run);
+2. start a fresh sandbox (no network); one archive call puts the model patch, the
+   harness's trusted in-container files and the staged test files in place;
+3. **set-up step** (one exec, as the test user): reset the working copy from the pristine
+   tree, the history check, apply the model patch (``git apply``, ``--3way``, ``patch
+   --fuzz``), check ``.git`` is untouched, and report the *tree truth*;
+4. on the host, from the tree truth: reject what must never run (``.git`` changed,
+   symlinks, a tree the parsed patch does not explain, compiled code and archives, files
+   too large to inspect), decide what to restore, delete and seal, scan the model's
+   files (every one, whatever its name), plant the canaries;
+5. **build step**, only when the patch needs a rebuild the environment can do in place
+   (:mod:`harness.integrity.rebuild`; one exec, as root, the rebuild as the test user with
+   the monitor): the rebuild under its own timeout (a failed rebuild is graded, the old
+   binaries are never tested), then the tree truth again; the host decides restores,
+   deletions and the seal again from it;
+6. **test step** (one exec, as root, everything of the model as the test user with no
+   capability): delete, restore, install the test files, remove stray bytecode, seal,
+   start the services, run the tests under a timeout, fingerprint the sealed files again
+   and survey what the tests created;
+7. one archive read takes the evidence and the results file out; the sandbox is closed;
+8. judge on the host (:mod:`harness.integrity.judge`): parse, canaries, evidence, grade.
+
+Nothing here talks to Docker directly: it sees a :class:`~harness.engine.sandbox.Sandbox`.
+The defences themselves live in :mod:`harness.integrity`.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from typing import Callable
+
+from harness.engine.sandbox import ROOT, ExecResult, Sandbox
+from harness.errors import (ContainerDied, GradingOutcome, InfrastructureError, PatchApplyFailed, PatchRejected,
+                            ServiceUnavailable)
+from harness.evaluation.setup import (BASE_ENV, EvalConfig, Evaluation, RunOutputs, build_test_command,
+                                      draw_hash_seed, emits_evidence, is_pytest, sandbox_cpu, scrubbed_env)
+from harness.grading.conventions import get_convention
+from harness.grading.status import ErrorReason, InstanceStatus
+from harness.grading.verdict import settle_origin
+from harness.inputs.instances import Instance
+from harness.integrity import artefacts, rebuild, steps
+from harness.integrity import canaries as canary_mod
+from harness.integrity.evidence import parse_evidence
+from harness.integrity.judge import RunContext, apply_judgement, invalidate, judge_run, refuse_runner_reach
+from harness.integrity.plan import Plan, make_plan
+from harness.integrity.scan import scan_changes
+from harness.integrity.testpatch import TestPatchResult, apply_test_patch
+from harness.integrity.tree import MalformedTreeReport, TreeTruth, disagreement, parse_tree_report
+from harness.overlap import Background
+from harness.patches import PatchFiles, check_model_patch, patch_files
+from harness.inputs.predictions import Prediction
+from harness.results.report import CommandRecord, InstanceResult
+from harness.runners import Runner, get_runner
+from harness.inputs.specs import EnvSpec
+
+#: Pristine bytes and mode of a path at the base commit, or None if it did not exist.
+PristineSource = Callable[[str], "tuple[bytes, int] | None"]
+
+class Evaluator:
+    """Runs the sequence above. One instance per (instance, prediction); no shared state."""
+
+    def __init__(self, instance: Instance, prediction: Prediction, spec: EnvSpec,
+                 pristine: PristineSource, config: EvalConfig,
+                 protected_modules: frozenset[str] = frozenset(),
+                 pristine_paths: Callable[[], frozenset[str]] = frozenset,
+                 control_skipped: frozenset[str] = frozenset(),
+                 canary_plan: canary_mod.CanaryPlan | None = None) -> None:
+        self.protected_modules = protected_modules
+        self.pristine_paths = pristine_paths
+        self.control_skipped = control_skipped
+        self.instance = instance
+        self.prediction = prediction
+        self.spec = spec
+        self.pristine = pristine
+        self.config = config
+        self.runner: Runner = get_runner(spec.runner)
+        self.env = scrubbed_env(spec, draw_hash_seed() if config.hash_seed is None else config.hash_seed)
+        self.result = InstanceResult(
+            instance_id=instance.instance_id, repo=instance.repo,
+            model_name_or_path=prediction.model_name_or_path, status=InstanceStatus.INVALID,
+            attempt=prediction.attempt, parser=spec.parser, runner=spec.runner, id_convention=spec.id_convention,
+            patch_is_None=prediction.model_patch is None, patch_exists=not prediction.is_empty,
+            checksums={"instance": instance.checksum(), "patch": prediction.checksum(),
+                       "spec": spec.checksum()},
+            cost=_number(prediction.extra.get("cost")), calls=_int(prediction.extra.get("calls")),
+            resources={"python_hash_seed": self.env["PYTHONHASHSEED"]},
+        )
+        self.outputs = RunOutputs(patch=prediction.model_patch or "")
+        self.canaries: list[canary_mod.Canary] = []
+        self.perturbations: list[canary_mod.Canary] = []
+        self.canary_plan = canary_plan or canary_mod.CanaryPlan(secrets.randbits(63), config.canaries)
+        #: canary test id -> PROVEN/DISPROVED by the reference control
+        self.canary_proof: dict[str, str] = {}
+        #: what judging read (evidence, test files, plan, the flags set before), to judge again
+        self._judged_with: tuple | None = None
+
+    # ----------------------------------------------------------------- helpers
+    def _phase(self, name: str, started: float) -> None:
+        self.result.timings[name] = round(self.result.timings.get(name, 0.0) + time.monotonic() - started, 4)
+
+    def _record(self, phase: str, argv: list[str], res: ExecResult | dict) -> None:
+        if isinstance(res, dict):
+            self.result.commands.append(CommandRecord(
+                phase=res.get("phase", phase), argv=list(res.get("argv") or argv), exit_code=res.get("exit_code"),
+                duration=float(res.get("duration") or 0.0), timed_out=bool(res.get("timed_out")),
+                output_tail=str(res.get("output_tail") or "")[-4000:]))
+            return
+        self.result.commands.append(CommandRecord(
+            phase=phase, argv=argv, exit_code=res.exit_code, duration=round(res.duration, 4),
+            timed_out=res.timed_out, truncated=res.truncated, output_tail=res.output[-4000:]))
+
+    # ----------------------------------------------------------------- sequence
+    def run(self, start_sandbox: Callable[[], Sandbox]) -> Evaluation:
+        """Evaluate. Grading outcomes become the verdict; InfrastructureError propagates
+        (the caller may retry) after the sandbox is closed."""
+        t0 = time.monotonic()
+        try:
+            test_patch = patch_files(self.instance.test_patch)
+            model_files = check_model_patch(self.prediction.model_patch or "")
+            test_result = apply_test_patch(self.instance.test_patch, test_patch, self.pristine)
+        except GradingOutcome as outcome:
+            evaluation = self._invalid(ErrorReason(outcome.reason), str(outcome))
+            settle_origin(self.result, self.is_reference)
+            return evaluation
+        self._phase("validate", t0)
+
+        # the engine starts the container while the host plants the canaries (harness.overlap)
+        t = time.monotonic()
+        starting = Background(start_sandbox, "sandbox-start")
+        try:
+            test_files = self.runner.test_files(test_patch)
+            staged = self._plant_canaries(test_result, test_files)
+        except BaseException:
+            starting.discard(lambda sandbox: sandbox.close())
+            raise
+        self._phase("canaries", t)
+        t = time.monotonic()
+        sandbox = starting.result()
+        self.result.resources["cpus"] = sandbox.cpu.as_dict()
+        self._phase("start", t)
+        try:
+            self._sequence(sandbox, test_patch, model_files, test_result, test_files, staged)
+        except GradingOutcome as outcome:
+            self._finish_invalid(ErrorReason(outcome.reason), str(outcome))
+        finally:
+            t = time.monotonic()
+            sandbox.close()
+            self._phase("cleanup", t)
+            self.result.timings["total"] = round(time.monotonic() - t0, 4)
+        settle_origin(self.result, self.is_reference)
+        return Evaluation(self.result, self.outputs)
+
+    @property
+    def is_reference(self) -> bool:
+        """The prediction is the instance's own reference patch (read from the bytes, not
+        from the model's name)."""
+        return self.prediction.model_patch == self.instance.patch
+
+    def _sequence(self, sandbox: Sandbox, test_patch: PatchFiles, model_files: PatchFiles,
+                  test_result: TestPatchResult, test_files: list[str], staged: dict[str, tuple[bytes, int]]) -> None:
+        layout = steps.Layout.new()
+
+        # 2-3. inputs in, set-up step
+        t = time.monotonic()
+        patch_bytes = None if self.prediction.is_empty else (self.prediction.model_patch or "").encode("utf-8")
+        # every added or modified file comes back up to the inspection limits (a file past
+        # them comes back without its content, and the patch is refused: _decide)
+        limits = {"max_changes": self.config.max_tree_changes, "content_limit": artefacts.FILE_LIMIT,
+                  "content_total": artefacts.TOTAL_LIMIT}
+        sandbox.put_files(steps.IO_DIR, steps.initial_files(layout, patch_bytes, self.env, self.config.setup_timeout,
+                                                            limits, staged))
+        argv = steps.prepare_argv(layout)
+        res = sandbox.exec(argv, timeout=self.config.setup_timeout * 4, output_limit=self.config.tree_report_limit)
+        self._record("prepare", argv, res)
+        try:
+            tree = self._tree_truth(res)
+        finally:
+            self._phase("setup", t)
+
+        # 4. decisions on the host
+        t = time.monotonic()
+        patch_plan = self._decide(tree, model_files, test_patch, test_files)
+        # the scans only flag and judge; they never change what runs: done while the tests run
+        scanning = Background(lambda: self._scan(tree, patch_plan), "scan")
+        self._phase("plan", t)
+
+        # 5-6. the build step (when it runs) and the test step (the scan runs meanwhile, and has
+        # finished before anything is recorded)
+        try:
+            plan = self._build_step(sandbox, layout, tree, patch_plan, test_patch, test_files)
+            t = time.monotonic()
+            argv, res, command, timeout = self._test_step(sandbox, layout, plan, test_patch, test_result, staged)
+        finally:
+            scanning.discard(lambda _: None)  # never left running past this step
+        scanning.result()
+        self._record("launch", argv, res)
+        self.result.commands[-1].output_tail = ""  # the test output is kept in full beside the report
+        self.outputs.test_output = res.output
+        self._phase("tests", t)
+
+        # 7. collect
+        t = time.monotonic()
+        out = None if res.killed else sandbox.get_files(layout.out_dir, self.config.junit_limit + 32 * 1024 * 1024)
+        self._phase("copy_out", t)
+
+        t = time.monotonic()
+        if res.truncated:
+            self._record("tests", ["/bin/bash", "-c", command], res)
+            return self._finish_invalid(ErrorReason.OUTPUT_LIMIT_EXCEEDED,
+                                        f"test output exceeded {self.config.test_output_limit} bytes")
+        if res.timed_out:
+            self._record("tests", ["/bin/bash", "-c", command], res)
+            return self._finish_invalid(ErrorReason.TIMEOUT, f"tests exceeded {timeout} s")
+        if res.killed:
+            raise ContainerDied("container killed during the test run")
+        if out is None or steps.EVIDENCE_NAME not in out:
+            raise ContainerDied(f"the test step left no evidence (exit {res.exit_code}): {res.output[-800:]}")
+        self.outputs.evidence, self.outputs.events = out[steps.EVIDENCE_NAME], out.get(steps.EVENTS_NAME, b"")
+        self.outputs.junit_xml = out.get("results")
+        evidence = parse_evidence(self.outputs.evidence, self.outputs.events)
+        self._absorb_launcher(evidence.launcher or {}, command)
+        tests = (evidence.launcher or {}).get("tests") or {}
+        if tests.get("timed_out"):
+            return self._finish_invalid(ErrorReason.TIMEOUT, f"tests exceeded {timeout} s")
+        self._grade(evidence, test_files, plan)
+        self._phase("grade", t)
+
+    # ----------------------------------------------------------------- steps
+    def _plant_canaries(self, test_result: TestPatchResult, test_files: list[str]) -> dict[str, tuple[bytes, int]]:
+        planted = canary_mod.stage(self.canary_plan, dict(test_result.files), test_files, self.pristine,
+                                   self.runner, self.instance.fail_to_pass, get_convention(self.spec.id_convention))
+        self.canaries, self.perturbations, self.canary_proof = planted.canaries, planted.perturbations, planted.proof
+        self.result.integrity_details.update(planted.details)
+        self.result.integrity_flags += planted.flags
+        return planted.files
+
+    def _tree_truth(self, res: ExecResult) -> TreeTruth:
+        if res.truncated:
+            raise PatchRejected(f"the patched tree's report is over {self.config.tree_report_limit} bytes")
+        if res.killed and not res.timed_out:
+            raise ContainerDied("container killed during the set-up step")
+        if res.timed_out:
+            raise PatchApplyFailed("applying the model patch did not finish in time")
+        try:
+            tree = parse_tree_report(res.output, self.config.tree_report_limit)
+        except MalformedTreeReport as exc:
+            raise ContainerDied(f"the set-up step failed: {exc}") from None
+        for command in tree.commands:
+            self._record(command.get("phase", "setup"), command.get("argv") or [], command)
+        self.result.integrity_details["history_commits"] = tree.history_commits
+        if tree.history_commits != 1:
+            self.result.integrity_flags.append("history_not_stripped")
+        if self.prediction.is_empty:
+            self.result.patch_successfully_applied = False
+            return tree
+        if tree.applied is None:
+            tails = [f"{c.get('phase')}: {str(c.get('output_tail'))[-600:]}" for c in tree.commands
+                     if str(c.get("phase", "")).startswith("apply:")]
+            raise PatchApplyFailed("no strategy applied the model patch:\n" + "\n".join(tails))
+        self.result.patch_successfully_applied = True
+        self.result.apply_strategy = tree.applied
+        return tree
+
+    def _decide(self, tree: TreeTruth, model_files: PatchFiles, test_patch: PatchFiles,
+                test_files: list[str]) -> Plan:
+        """Reject what must never run; then what to restore, delete and seal; then scan."""
+        details = self.result.integrity_details
+        if tree.git_changed:
+            details["git_changed"] = tree.git_changed[:50]
+            raise PatchRejected(f"applying the patch changed .git: {tree.git_changed[:5]}")
+        if tree.too_many_changes:
+            raise PatchRejected(f"the patch changes more than {self.config.max_tree_changes} paths")
+        if tree.symlinks:
+            details["symlinks"] = tree.symlinks[:50]
+            raise PatchRejected(f"symlinks are not accepted: {tree.symlinks[:5]}")
+        if not self.prediction.is_empty:
+            differ = disagreement(model_files, tree)
+            if differ:
+                details["patch_disagreement"] = differ
+                raise PatchRejected("the patch text and the patched tree disagree on the files it touches: "
+                                    f"only in the tree {differ['only_in_tree'][:5]}, "
+                                    f"only in the parsed patch {differ['only_in_parsed_patch'][:5]}")
+        # every byte the model adds is inspected or refused: compiled code, archives and
+        # files too large to read are refused before anything of the model runs
+        refused = artefacts.refusal(tree.changes)
+        if refused:
+            details["uninspectable"] = refused.details()
+            raise PatchRejected(refused.message())
+        plan = make_plan(tree, test_patch.all, test_files, self.pristine_paths(), self.protected_modules,
+                         self.config.restore_test_infra, self.runner.infra_patterns)
+        for flag, paths in (("patch_touched_tests", plan.touched_tests), ("patch_touched_test_infra",
+                                                                           plan.touched_infra),
+                            ("patch_shadows_module", plan.shadows)):
+            if paths:
+                self.result.integrity_flags.append(flag)
+                details[flag] = paths[:100]
+        details["model_files"] = plan.model_files[:500]
+        details["forbid_runner_internals"] = self.config.forbid_runner_internals
+        return plan
+
+    def _scan(self, tree: TreeTruth, plan: Plan) -> None:
+        found = scan_changes(tree.existing_changed, set(plan.model_files), self.pristine, self.runner.internals)
+        hits, tokenized = found.hits, found.tokenized
+        details, flags = self.result.integrity_details, self.result.integrity_flags
+        if tokenized:
+            flags.append("scan_tokenized")
+            details["scan_tokenized"] = tokenized[:50]
+        if hits:
+            details["scan"] = [str(h) for h in sorted(hits, key=lambda h: not h.tampers)[:50]]
+            for category in sorted({h.category for h in hits}):
+                flags.append(f"patch_{category}")
+            runner = [str(h) for h in hits if h.tampers]
+            if runner:
+                flags.append("patch_references_test_runner")
+                details["patch_references_test_runner"] = runner[:20]
+
+    def _launch_plan(self, layout: steps.Layout, plan: Plan, test_result: TestPatchResult,
+                     staged: dict[str, tuple[bytes, int]], command: str, timeout: int, bootstrap: dict) -> dict:
+        spec = self.spec
+        services = [{"name": s.name, "setup": list(s.setup), "command": s.command, "ready": list(s.ready),
+                     "ready_timeout": s.ready_timeout,
+                     "env": {**BASE_ENV, "PATH": f"{s.venv}/bin:{BASE_ENV['PATH']}", **dict(s.env)}}
+                    for s in spec.services]
+        tests = {"argv": ["/bin/bash", "-c", command], "env": self.env, "timeout": timeout, "run_dir": layout.run_dir,
+                 "results_name": steps.RESULTS_NAME, "results_limit": self.config.junit_limit,
+                 "bootstrap": bootstrap}
+        return steps.launch_plan(layout, plan, sorted({*plan.delete, *test_result.deleted}), staged, services,
+                                 tests, self.config.setup_timeout, BASE_ENV)
+
+    def _build_step(self, sandbox: Sandbox, layout: steps.Layout, tree: TreeTruth, plan: Plan,
+                    test_patch: PatchFiles, test_files: list[str]) -> Plan:
+        """The rebuild before the seal, when :func:`rebuild.decide` says so; returns the plan
+        decided again from what the patch and the build left (the patch's plan otherwise)."""
+        spec, details = self.spec, self.result.integrity_details
+        decision = rebuild.decide(spec, plan.model_files, tree.pristine_extensions)
+        if decision.why:
+            details["rebuild"] = decision.why
+        if not decision.run:
+            return plan
+        t = time.monotonic()
+        out = rebuild.run_build_step(sandbox, layout, spec, self.env, self.config, self._record)
+        result = rebuild.after_build(out, tree, plan, spec, self.config.tree_report_limit, self.config.max_tree_changes,
+                                     lambda after: make_plan(after, test_patch.all, test_files, self.pristine_paths(),
+                                                             self.protected_modules, self.config.restore_test_infra,
+                                                             self.runner.infra_patterns))
+        for step in result.commands:
+            self._record(str(step.get("phase")), [], step)
+        self._phase("rebuild", t)
+        self.result.integrity_flags.extend(result.flags)
+        details.update(result.details)
+        if result.failure is not None:
+            raise result.failure
+        return result.plan
+
+    def _test_step(self, sandbox: Sandbox, layout: steps.Layout, plan: Plan, test_patch: PatchFiles,
+                   test_result: TestPatchResult, staged: dict[str, tuple[bytes, int]]):
+        """The plan in, the launcher exec. Returns (argv, its result, the test command, the timeout)."""
+        timeout = self.config.timeout or self.spec.timeout
+        results_path = f"{layout.run_dir}/{steps.RESULTS_NAME}"
+        plugin = self.config.monitor and is_pytest(self.spec)
+        command = build_test_command(self.spec, test_patch, results_path, plugin)
+        launch = self._launch_plan(layout, plan, test_result, staged, command, timeout,
+                                   steps.bootstrap(results_path, self.config.monitor))
+        sandbox.put_files(steps.IO_DIR, steps.plan_file(layout, launch))
+        argv = steps.launcher_argv(layout)
+        deadline = timeout + self.config.setup_timeout + 60 + sum(
+            s.ready_timeout + self.config.setup_timeout * len(s.setup) for s in self.spec.services)
+        res = sandbox.exec(argv, timeout=deadline, output_limit=self.config.test_output_limit, user=ROOT)
+        return argv, res, command, timeout
+
+    def _absorb_launcher(self, launcher: dict, command: str) -> None:
+        for step in launcher.get("commands") or []:
+            self._record(str(step.get("phase")), [], step)
+        if launcher.get("service_failure"):
+            raise ServiceUnavailable(str(launcher["service_failure"])[:2000])
+        tests = launcher.get("tests") or {}
+        self.result.commands.append(CommandRecord(
+            phase="tests", argv=["/bin/bash", "-c", command], exit_code=tests.get("exit_code"),
+            duration=float(tests.get("duration") or 0.0), timed_out=bool(tests.get("timed_out")),
+            output_tail=self.outputs.test_output[-4000:]))
+        self.result.test_exit_code = tests.get("exit_code")
+        details = self.result.integrity_details
+        for key in ("deleted", "restored", "delete_errors", "seal_errors"):
+            if launcher.get(key):
+                details[f"sandbox_{key}"] = launcher[key][:100]
+        details["sealed_count"] = launcher.get("sealed_count")
+        if (launcher.get("bytecode_removed") or {}).get("count"):
+            details["bytecode_removed"] = launcher["bytecode_removed"]
+        if launcher.get("expected_mismatch"):
+            raise InfrastructureError(f"test files did not land as written: {launcher['expected_mismatch'][:5]}")
+
+    def _grade(self, evidence, test_files: list[str], plan: Plan) -> None:
+        if self._judged_with is None:
+            self._judged_with = (evidence, test_files, plan, list(self.result.integrity_flags))
+        expected = self.config.monitor and emits_evidence(self.spec)
+        self.result.integrity_details["evidence_expected"] = expected  # so that a re-grade judges alike
+        ctx = RunContext(test_files=tuple(test_files), canaries=tuple(self.canaries), canary_proof=self.canary_proof,
+                         reference=self.is_reference, perturbations=tuple(self.perturbations),
+                         model_files=frozenset(plan.model_files), runner_project=self.spec.runner_internals_allowed,
+                         plugin_expected=expected, control_skipped=self.control_skipped, evidence=evidence,
+                         cpu=sandbox_cpu(self.result))
+        judged = judge_run(self.instance, self.spec.parser, self.outputs.test_output, self.outputs.junit_xml,
+                           self.result.test_exit_code, ctx, convention=self.spec.id_convention)
+        if judged.infrastructure:
+            raise InfrastructureError(judged.infrastructure)
+        apply_judgement(self.result, judged)
+        refuse_runner_reach(self.result, self.instance.tests, self.config.forbid_runner_internals)
+
+    def reprove(self, proof: dict[str, str], source: dict) -> None:
+        """Judge the finished run again, its canaries proven by a run of the reference patch
+        that planted the same ones (``source`` says which, recorded as ``canary_control``)."""
+        if self._judged_with is None:
+            return
+        evidence, test_files, plan, before = self._judged_with
+        self.canary_proof = dict(proof)
+        self.result.integrity_details["canary_proof"] = dict(proof)
+        self.result.integrity_details["canary_control"] = source
+        self.result.integrity_flags = list(before)
+        self._grade(evidence, test_files, plan)
+        settle_origin(self.result, self.is_reference)
+
+    def _invalid(self, reason: ErrorReason, detail: str) -> Evaluation:
+        self._finish_invalid(reason, detail)
+        return Evaluation(self.result, self.outputs)
+
+    def _finish_invalid(self, reason: ErrorReason, detail: str) -> None:
+        invalidate(self.result, self.instance.tests, reason, detail)
+
+
+def _number(value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _int(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -1,0 +1,129 @@
+"""Predictions: what is graded for each instance.
+
+``--predictions`` takes ``gold`` (each instance's own reference patch), ``empty`` (no
+patch) or a file in SWE-bench's predictions format: JSONL, a JSON list, or a JSON
+object keyed by instance id, of ``{instance_id, model_name_or_path, model_patch}``.
+One model per file. Without an ``attempt`` field, duplicate ids are rejected (every copy:
+which one was meant cannot be known); with it, each (id, attempt) pair must be unique
+(repeated attempts, see harness.results.stats).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from harness.errors import InputError
+from harness.inputs.instances import Instance, duplicate_error, read_located_records
+from harness.paths import instance_dir_problem
+
+GOLD = "gold"
+EMPTY = "empty"
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One model patch for one instance. ``model_patch`` None means no patch was produced."""
+
+    instance_id: str
+    model_name_or_path: str
+    model_patch: str | None
+    attempt: int | None = None
+    extra: dict = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def is_empty(self) -> bool:
+        return not (self.model_patch or "").strip()
+
+    @property
+    def key(self) -> str:
+        """Unique within a run: the instance id, plus the attempt when there is one."""
+        return self.instance_id if self.attempt is None else f"{self.instance_id}/attempt-{self.attempt}"
+
+    def checksum(self) -> str:
+        """sha256 of the patch text (empty string for no patch). Lone surrogates (a JSON
+        file may hold them) are hashed as themselves: the patch is then rejected, not the batch."""
+        return hashlib.sha256((self.model_patch or "").encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@dataclass
+class LoadedPredictions:
+    predictions: list[Prediction]
+    errors: list[InputError]
+    model_name_or_path: str
+
+
+def control_predictions(kind: str, instances: Iterable[Instance]) -> LoadedPredictions:
+    """The reference-patch (``gold``) or empty-patch (``empty``) control."""
+    if kind == GOLD:
+        preds = [Prediction(i.instance_id, GOLD, i.patch) for i in instances]
+    elif kind == EMPTY:
+        preds = [Prediction(i.instance_id, EMPTY, "") for i in instances]
+    else:
+        raise InputError(f"unknown control {kind!r}: use 'gold', 'empty' or a file path",
+                         field="--predictions")
+    return LoadedPredictions(preds, [], kind)
+
+
+def load_predictions(path: Path) -> LoadedPredictions:
+    """Load a predictions file. Bad records become errors; the rest is kept. Records that
+    share a key (instance id, and attempt when given) are all refused, with one error
+    naming each of them (file and line).
+
+    Raises InputError when the file is unreadable or holds more than one model.
+    """
+    source = str(path)
+    parsed: list[tuple[str, Prediction]] = []
+    errors: list[InputError] = []
+    for index, (where, raw) in enumerate(read_located_records(Path(path))):
+        try:
+            parsed.append((where, _parse(raw, f"{source} {where}", index)))
+        except InputError as exc:
+            errors.append(exc)
+    places: dict[str, list[str]] = {}
+    for where, pred in parsed:
+        places.setdefault(pred.key, []).append(where)
+    duplicated = {key for key, where in places.items() if len(where) > 1}
+    errors += [duplicate_error(key, places[key], source, "prediction") for key in sorted(duplicated)]
+    preds = [pred for _, pred in parsed if pred.key not in duplicated]
+    models = {pred.model_name_or_path for _, pred in parsed}
+    if len(models) > 1:
+        raise InputError(f"one model per file, found {sorted(models)}", field="model_name_or_path",
+                         source=source)
+    return LoadedPredictions(preds, errors, next(iter(models), "unknown"))
+
+
+def _parse(raw: Any, source: str, index: int) -> Prediction:
+    if not isinstance(raw, dict):
+        raise InputError(f"is a {type(raw).__name__}, not an object", record=f"#{index}", source=source)
+    rid = raw.get("instance_id")
+    if not isinstance(rid, str) or not rid:
+        raise InputError("missing or not a string", record=f"#{index}", field="instance_id", source=source)
+    problem = instance_dir_problem(rid)
+    if problem:
+        raise InputError(problem, record=rid[:80], field="instance_id", source=source)
+    patch = raw.get("model_patch")
+    if patch is not None and not isinstance(patch, str):
+        raise InputError(f"must be a string or null, got {type(patch).__name__}", record=rid,
+                         field="model_patch", source=source)
+    model = raw.get("model_name_or_path")
+    if not isinstance(model, str) or not model:
+        raise InputError("missing or not a string", record=rid, field="model_name_or_path", source=source)
+    attempt = raw.get("attempt")
+    if attempt is not None and (not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 1):
+        raise InputError("must be a positive integer", record=rid, field="attempt", source=source)
+    known = {"instance_id", "model_patch", "model_name_or_path", "attempt"}
+    return Prediction(rid, model, patch, attempt, {k: v for k, v in raw.items() if k not in known})
+
+
+def resolve_predictions(spec: str, instances: list[Instance]) -> LoadedPredictions:
+    """``gold``/``empty`` or a path, as given to ``--predictions``."""
+    if spec in (GOLD, EMPTY):
+        return control_predictions(spec, instances)
+    path = Path(spec)
+    if not path.exists():
+        raise InputError("no such file (use 'gold', 'empty' or a predictions file)",
+                         source=spec, field="--predictions")
+    return load_predictions(path)

@@ -1,0 +1,66 @@
+"""``--executor local``: a thread pool on this machine, against this machine's engine."""
+
+from __future__ import annotations
+
+import concurrent.futures
+from typing import Callable, Iterable
+
+from harness.errors import InfrastructureError
+from harness.run.executors.base import NodeSetup, run_with_deadline
+from harness.run.executors.dispatch import SpreadDispatch
+
+
+class LocalExecutor:
+    """At most ``max_workers`` tasks in flight, each isolated in its own container.
+
+    Requests are taken from the iterable as slots free up, at most ``window`` ahead of the
+    ones started, so a generator of tasks is never materialised; which of those starts next
+    is :class:`~harness.run.executors.dispatch.SpreadDispatch`'s choice (a free worker builds
+    another version's environment rather than wait for the one being built). Each task
+    runs under its deadline (:func:`run_with_deadline`).
+    On KeyboardInterrupt nothing new starts, this run's containers are removed (ending
+    the evaluations in flight, whose outcomes are dropped) and the interrupt propagates.
+    """
+
+    def __init__(self, max_workers: int = 1, window: int = 256) -> None:
+        self.max_workers = max(1, max_workers)
+        self.window = window
+        self.aborted = ""
+
+    def run(self, setup: NodeSetup, requests: Iterable, on_done: Callable) -> None:
+        evaluator = setup.evaluator()
+        timeout = setup.config.task_timeout
+        pool = concurrent.futures.ThreadPoolExecutor(self.max_workers, thread_name_prefix="harness")
+        pending: dict[concurrent.futures.Future, object] = {}
+        dispatch = SpreadDispatch(requests, window=self.window)
+        exhausted = False
+        try:
+            while True:
+                while not exhausted and len(pending) < self.max_workers:
+                    request = dispatch.take()
+                    if request is None:
+                        exhausted = True
+                        break
+                    pending[pool.submit(run_with_deadline, evaluator, request, timeout)] = request
+                if not pending:
+                    break
+                # A timeout, so that Ctrl-C reaches this thread while tasks run.
+                done, _ = concurrent.futures.wait(pending, timeout=0.5,
+                                                  return_when=concurrent.futures.FIRST_COMPLETED)
+                for future in done:
+                    request = pending.pop(future)
+                    dispatch.finished(request)
+                    on_done(request, future.result())
+        except BaseException:
+            evaluator.stop()  # no new container, no retry
+            pool.shutdown(wait=False, cancel_futures=True)
+            try:
+                evaluator.backend.cleanup_run()
+            except InfrastructureError:
+                pass
+            raise
+        finally:
+            pool.shutdown(wait=True)
+
+    def cleanup(self, setup: NodeSetup) -> int:
+        return setup.evaluator().backend.cleanup_run()
