@@ -36,15 +36,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from harness.inputs.repos import GitDir  # noqa: E402
+from harness.inputs.specs import DEFAULT_SPECS_DIR, SpecRegistry  # noqa: E402
 from harness.integrity import artefacts  # noqa: E402
 from harness.integrity.plan import make_plan  # noqa: E402
 from harness.integrity.scan import scan_changes  # noqa: E402
 from harness.integrity.testpatch import apply_test_patch  # noqa: E402
 from harness.integrity.tree import TreeChange, TreeTruth  # noqa: E402
 from harness.patches import patch_files  # noqa: E402
-from harness.inputs.repos import GitDir  # noqa: E402
 from harness.runners import get_runner  # noqa: E402
-from harness.inputs.specs import DEFAULT_SPECS_DIR, SpecRegistry  # noqa: E402
 
 
 def baseline_scan(rev: str):

@@ -42,6 +42,8 @@ from harness.grading.conventions import get_convention
 from harness.grading.status import ErrorReason, InstanceStatus
 from harness.grading.verdict import settle_origin
 from harness.inputs.instances import Instance
+from harness.inputs.predictions import Prediction
+from harness.inputs.specs import EnvSpec
 from harness.integrity import artefacts, rebuild, steps
 from harness.integrity import canaries as canary_mod
 from harness.integrity.evidence import parse_evidence
@@ -52,10 +54,8 @@ from harness.integrity.testpatch import TestPatchResult, apply_test_patch
 from harness.integrity.tree import MalformedTreeReport, TreeTruth, disagreement, parse_tree_report
 from harness.overlap import Background
 from harness.patches import PatchFiles, check_model_patch, patch_files
-from harness.inputs.predictions import Prediction
 from harness.results.report import CommandRecord, InstanceResult
 from harness.runners import Runner, get_runner
-from harness.inputs.specs import EnvSpec
 
 #: Pristine bytes and mode of a path at the base commit, or None if it did not exist.
 PristineSource = Callable[[str], "tuple[bytes, int] | None"]

@@ -29,10 +29,10 @@ from harness.evaluation.evaluator import Evaluator
 from harness.evaluation.setup import Evaluation
 from harness.grading.verdict import settle_origin
 from harness.inputs.instances import Instance
-from harness.integrity.canaries import CanaryPlan, NothingToChange, instance_seed, proof_from
-from harness.integrity.perturbed import apply_perturbed
 from harness.inputs.predictions import Prediction
 from harness.inputs.specs import EnvSpec
+from harness.integrity.canaries import CanaryPlan, NothingToChange, instance_seed, proof_from
+from harness.integrity.perturbed import apply_perturbed
 
 #: the task's evaluation of a prediction with a canary plan (retried on infrastructure errors)
 Evaluate = Callable[[Prediction, CanaryPlan], "tuple[Evaluator, Evaluation]"]

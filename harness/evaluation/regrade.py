@@ -16,7 +16,6 @@ import json
 from pathlib import Path
 
 from harness.atomic import write_json_atomic
-from harness.results.control import recorded_facts
 from harness.errors import InputError
 from harness.evaluation.setup import sandbox_cpu, test_files_of
 from harness.grading.status import InstanceStatus
@@ -28,6 +27,7 @@ from harness.integrity.judge import RunContext, apply_judgement, judge_run, refu
 from harness.integrity.perturbed import apply_perturbed
 from harness.patches import patch_files
 from harness.paths import SUMMARY, InstanceFiles, RunPaths
+from harness.results.control import recorded_facts
 from harness.results.report import InstanceResult, summarise
 from harness.runners import get_runner
 

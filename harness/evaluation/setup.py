@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from harness.engine.cpus import CpuLimit
 from harness.engine.layers import VENV
 from harness.grading.parsers import get_parser
+from harness.inputs.specs import EnvSpec
 from harness.patches import PatchFiles
 from harness.results.report import InstanceResult
 from harness.runners import get_runner
-from harness.inputs.specs import EnvSpec
 
 BASE_ENV = {
     "PATH": f"{VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",

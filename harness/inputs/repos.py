@@ -36,8 +36,8 @@ from pathlib import Path
 from collections.abc import Mapping
 from typing import Callable
 
-from harness.inputs.demo import demo_repository
 from harness.errors import InputError
+from harness.inputs.demo import demo_repository
 from harness.locks import file_lock
 
 #: Identity and date of the single commit: fixed, so the export is reproducible.

@@ -35,11 +35,11 @@ from typing import Callable
 
 from harness.engine.sandbox import ROOT, Sandbox
 from harness.errors import ContainerDied, PatchRejected, RebuildFailed, build_failure_excerpt
+from harness.inputs.specs import EnvSpec
 from harness.integrity import steps
 from harness.integrity.evidence import judge_evidence, parse_evidence
 from harness.integrity.plan import Plan
 from harness.integrity.tree import MalformedTreeReport, TreeTruth, parse_tree_report
-from harness.inputs.specs import EnvSpec
 
 
 @dataclass(frozen=True)

@@ -29,18 +29,18 @@ from pathlib import Path
 
 import docker
 
-from harness.preparation import builds
 from harness.engine.builder import Builder
 from harness.engine.images import ImageBuilder
 from harness.engine.layers import ImageRef, Interpreter
 from harness.errors import ImageBuildError, InputError
 from harness.hashing import content_hash
 from harness.inputs.instances import Instance
-from harness.locks import file_lock
 from harness.inputs.repos import (GitDir, RepoResolver, RepositoryUnavailable, check_objects, export_tree,
                            github_repo_name, missing_objects)
-from harness.preparation.requirements import Req, TargetPython, installer_pins, tree_requirements, yield_to_tree
 from harness.inputs.specs import EnvSpec, SpecRegistry
+from harness.locks import file_lock
+from harness.preparation import builds
+from harness.preparation.requirements import Req, TargetPython, installer_pins, tree_requirements, yield_to_tree
 from harness.preparation.treemeta import metadata_inputs_digest, setup_cfg_setup_requires, static_metadata
 from harness.preparation.wheelhouse import LocalProject, LockedWheelhouse, Target, Wheelhouse, protected_modules
 

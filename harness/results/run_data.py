@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from harness.results import stats
 from harness.errors import InputError
 from harness.paths import PAGE, InstanceFiles, RunPaths, attempt_dir_name, attempt_number
-from harness.results.report import DISJOINT_FROM_RESOLVED
+from harness.results import stats
 from harness.results._io import expect_dict, id_list, optional, read_json, str_list
+from harness.results.report import DISJOINT_FROM_RESOLVED
 
 __all__ = ["INFRA_ORIGINS", "SAFE_ID", "page_path", "InstanceEvidence", "InstanceFigures", "InstanceOutcome", "RunData",
            "repo_of", "load_run"]

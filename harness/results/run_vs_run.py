@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import os
 
-from harness.results import stats
 from harness.errors import InputError
+from harness.results import stats
 from harness.results.claims_vs_run import attempt_summary
 from harness.results.comparison import (BOOTSTRAP_ITERATIONS, CONFIDENCE, BootstrapDifference, Flip, RepoSlice,
                                         RunRef, RunsComparison, SliceAverages, agreement, rate_with_interval)

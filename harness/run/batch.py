@@ -29,16 +29,16 @@ from typing import Callable, Iterable, Iterator
 import docker
 
 from harness.atomic import write_json_atomic, write_text_atomic
-from harness.results.control import record_control
 from harness.errors import EngineLost
+from harness.evaluation.node import TaskEvaluator
+from harness.evaluation.tasks import RunConfig, Task, TaskOutcome, TaskRequest
 from harness.grading.status import ErrorReason
 from harness.grading.verdict import final_verdict
 from harness.logs import get_logger
 from harness.paths import ARTEFACTS, InstanceFiles, RunPaths
 from harness.preparation.preparer import Preparer
+from harness.results.control import record_control
 from harness.results.report import InstanceResult, load_report
-from harness.evaluation.node import TaskEvaluator
-from harness.evaluation.tasks import RunConfig, Task, TaskOutcome, TaskRequest
 
 
 

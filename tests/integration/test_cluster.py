@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.inputs.demo import DEMO_DIR
 from harness.engine.sandbox import LABEL_OWNER
+from harness.inputs.demo import DEMO_DIR
 from tests.fixtures.services import PrivateEngine, RayCluster, engine_events, harness_cli
 from tests.patchgen import demo_instance, write_predictions
 

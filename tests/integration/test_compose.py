@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from harness import __version__
-from harness.inputs.demo import DEMO_DIR
 from harness.hashing import content_hash
+from harness.inputs.demo import DEMO_DIR
 from harness.inputs.instances import load_instances
 from tests.conftest import PROJECT_ROOT, leftover_containers
 

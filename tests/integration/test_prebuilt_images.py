@@ -17,11 +17,11 @@ import tarfile
 
 import pytest
 
-from harness.inputs import demo
 from harness.engine.images import stream_build
 from harness.engine.layers import PRISTINE_TREE
 from harness.engine.prebuilt import PrebuiltSource
 from harness.engine.sandbox import DockerBackend
+from harness.inputs import demo
 
 INSTANCE = "harness-demo__calcly-1"
 

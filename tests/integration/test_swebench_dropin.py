@@ -15,8 +15,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from harness.inputs import demo
 from harness.cli import main
+from harness.inputs import demo
 from tests.conftest import PROJECT_ROOT
 
 swebench_grading = pytest.importorskip("swebench.harness.grading")

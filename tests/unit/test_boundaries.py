@@ -10,9 +10,9 @@ from harness.errors import InputError, PatchRejected
 from harness.grading import parsers
 from harness.grading.parsers import ResultsTooLarge, parse_junit, parse_pytest_text
 from harness.inputs.instances import load_instances, parse_instance, read_records
+from harness.inputs.predictions import Prediction, load_predictions
 from harness.patches import MAX_PATCH_FILES, check_model_patch
 from harness.paths import RunPaths, id_problem, safe_run_id
-from harness.inputs.predictions import Prediction, load_predictions
 from tests.patchgen import demo_instance
 
 

@@ -48,12 +48,12 @@ from pathlib import Path
 import pytest
 
 from harness.errors import HarnessError
+from harness.inputs.repos import GitDir
+from harness.inputs.specs import DEFAULT_SPECS_DIR, SpecRegistry
 from harness.integrity.canaries import Planter, draw
 from harness.integrity.testpatch import apply_test_patch
 from harness.patches import patch_files
-from harness.inputs.repos import GitDir
 from harness.runners import get_runner
-from harness.inputs.specs import DEFAULT_SPECS_DIR, SpecRegistry
 
 SHARED = Path(os.environ.get("HARNESS_SWEBENCH_DATA", Path(__file__).resolve().parents[2].parent / "shared" / "swebench"))
 REPOSITORIES = ("sympy/sympy", "sphinx-doc/sphinx", "pytest-dev/pytest", "pydata/xarray", "astropy/astropy",

@@ -8,13 +8,13 @@ import threading
 import time
 from pathlib import Path
 
-from harness.run.executors import LocalExecutor, NodeSetup
-from harness.run.executors.dispatch import SpreadDispatch, environment_group
+from harness.evaluation.tasks import RunConfig, Task, TaskOutcome, TaskRequest
 from harness.grading.status import InstanceStatus
 from harness.inputs.instances import Instance
 from harness.inputs.predictions import Prediction
 from harness.results.report import InstanceResult
-from harness.evaluation.tasks import RunConfig, Task, TaskOutcome, TaskRequest
+from harness.run.executors import LocalExecutor, NodeSetup
+from harness.run.executors.dispatch import SpreadDispatch, environment_group
 
 
 def _request(iid: str, version: str, repo: str = "x/y") -> TaskRequest:

@@ -13,16 +13,16 @@ from pathlib import Path
 import pytest
 
 from harness.atomic import write_json_atomic
-from harness.run.batch import run_scope
 from harness.errors import RunDirectoryBusy
-from harness.run.executors import LocalExecutor, NodeSetup, run_with_deadline
-from harness.run.executors import base as executors_base
+from harness.evaluation.tasks import RunConfig, Task, TaskOutcome, TaskRequest
 from harness.grading.status import ErrorReason, InstanceStatus
 from harness.inputs.instances import Instance
-from harness.locks import run_directory_lock
 from harness.inputs.predictions import Prediction
+from harness.locks import run_directory_lock
 from harness.results.report import InstanceResult, summarise_run_directory
-from harness.evaluation.tasks import RunConfig, Task, TaskOutcome, TaskRequest
+from harness.run.batch import run_scope
+from harness.run.executors import LocalExecutor, NodeSetup, run_with_deadline
+from harness.run.executors import base as executors_base
 
 
 def _task(n: int = 0) -> Task:

@@ -12,14 +12,14 @@ from types import SimpleNamespace
 
 from harness.atomic import write_json_atomic, write_text_atomic
 from harness.evaluation.evaluator import Evaluator
+from harness.evaluation.regrade import regrade_run
 from harness.evaluation.setup import EvalConfig
 from harness.grading.status import ErrorReason, InstanceStatus
 from harness.inputs.instances import parse_instance
-from harness.paths import RunPaths
 from harness.inputs.predictions import Prediction
-from harness.evaluation.regrade import regrade_run
-from harness.results.report import CommandRecord, InstanceResult
 from harness.inputs.specs import DEFAULT_SPECS_DIR, SpecRegistry
+from harness.paths import RunPaths
+from harness.results.report import CommandRecord, InstanceResult
 
 TEST_PATCH = ("diff --git a/t/test_a.py b/t/test_a.py\n--- a/t/test_a.py\n+++ b/t/test_a.py\n"
               "@@ -1 +1,2 @@\n x\n+y\n")

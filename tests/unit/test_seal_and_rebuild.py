@@ -12,11 +12,11 @@ import pytest
 
 from harness.errors import RebuildFailed
 from harness.incontainer import sealing
+from harness.inputs.specs import EnvSpec
 from harness.integrity import rebuild
 from harness.integrity.evidence import SURVEY_WATCH, created_entries, judge_evidence, parse_evidence
 from harness.integrity.plan import make_plan
 from harness.integrity.tree import TreeChange, TreeTruth
-from harness.inputs.specs import EnvSpec
 
 # --------------------------------------------------------------------------- the survey
 

@@ -13,8 +13,8 @@ import yaml
 
 from harness.cli import main
 from harness.errors import InputError, UnknownNameError
-from harness.spec_commands import spec_values
 from harness.inputs.specs import DEFAULT_SPECS_DIR, SpecRegistry
+from harness.spec_commands import spec_values
 
 PROJECT = """
     repo: o/r

@@ -14,9 +14,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from harness.inputs.dataset_sources import materialise, read_dataset
 from harness.engine.prebuilt import PrebuiltSource
 from harness.errors import InputError
+from harness.inputs.dataset_sources import materialise, read_dataset
 from harness.inputs.instances import load_instances
 from harness.swebench import flags, layout
 from tests.conftest import PROJECT_ROOT

@@ -37,9 +37,9 @@ import time
 from typing import Callable, Iterable
 
 from harness.errors import InputError
-from harness.run.executors.base import KILL_GRACE_SECONDS, NodeSetup, run_with_deadline
 from harness.grading.status import ErrorReason
 from harness.logs import get_logger
+from harness.run.executors.base import KILL_GRACE_SECONDS, NodeSetup, run_with_deadline
 
 #: The custom resource a node with a Docker engine offers: one unit per evaluation slot.
 RESOURCE = "harness_engine"
