@@ -1,6 +1,9 @@
-"""The batch: what to run, in which order, and where the results go.
+"""One task on a node (:class:`TaskEvaluator`): its images prepared, an earlier result reused or
+the instance evaluated, and the outcome returned as data.
 
-Two halves meet at the executor seam (:mod:`harness.run.executors`)::
+This is the node's half of a run; the driver's (:class:`~harness.run.batch.BatchRunner`) decides
+what runs in which order and where the results go. The two meet at the executor seam
+(:mod:`harness.run.executors`)::
 
     driver (BatchRunner)                         a node (TaskEvaluator), any number of them
     ─────────────────────                        ───────────────────────────────────────────
@@ -16,7 +19,7 @@ cluster) and grading never depends on it: the node runs exactly the same
 keeps no per-task state in memory (outcomes go to disk as they arrive; the manifest and
 the summary are built from the run directory), so its memory does not grow with the run.
 
-This module is the node's half; the data both halves exchange is :mod:`harness.evaluation.tasks`.
+The data both halves exchange is :mod:`harness.evaluation.tasks`.
 """
 
 from __future__ import annotations
