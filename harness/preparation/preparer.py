@@ -36,7 +36,7 @@ from harness.errors import ImageBuildError, InputError
 from harness.hashing import content_hash
 from harness.inputs.instances import Instance
 from harness.inputs.repos import (GitDir, RepoResolver, RepositoryUnavailable, check_objects, export_tree,
-                           github_repo_name, missing_objects)
+                                  github_repo_name, missing_objects)
 from harness.inputs.specs import EnvSpec, SpecRegistry
 from harness.locks import file_lock
 from harness.preparation import builds

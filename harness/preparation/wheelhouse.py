@@ -47,9 +47,9 @@ from harness.errors import ImageBuildError
 from harness.hashing import content_hash, file_sha256
 from harness.locks import file_lock
 from harness.preparation.index import (IndexReleases, Target, download_sdist, newer_sdist_only, newest_release,
-                           sdist_build_requires, sources_only_pins)
+                                       sdist_build_requires, sources_only_pins)
 from harness.preparation.requirements import (Req, explain_conflict, failing_package, needs_building, normalise,
-                                  requirement_name, resolver_summary)
+                                              requirement_name, resolver_summary)
 from harness.preparation.resolution_fixes import IndexFacts, fixes
 
 FORMAT = 4

@@ -187,7 +187,8 @@ def _leftovers(dest: Path) -> list[str]:
 
 def test_demo_dir_is_absolute_and_independent_of_cwd(tmp_path):
     assert DEMO_DIR.is_absolute()
-    assert DEMO_DIR == Path(demo.__file__).resolve().parents[3] / "instances" / "demo"  # harness/inputs/demo/__init__.py
+    # demo.__file__ is harness/inputs/demo/__init__.py
+    assert DEMO_DIR == Path(demo.__file__).resolve().parents[3] / "instances" / "demo"
     assert (DEMO_DIR / "instances.jsonl").is_file()
     out = subprocess.run(
         [sys.executable, "-c", "from harness.inputs.demo import DEMO_DIR; print(DEMO_DIR)"],

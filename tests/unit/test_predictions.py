@@ -11,7 +11,7 @@ import pytest
 from harness.errors import InputError
 from harness.inputs.instances import parse_instance
 from harness.inputs.predictions import (EMPTY, GOLD, Prediction, control_predictions, load_predictions,
-                                 resolve_predictions)
+                                        resolve_predictions)
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 

@@ -12,7 +12,7 @@ import pytest
 from harness.engine.interpreters import prefix_excluded
 from harness.errors import InputError
 from harness.preparation.requirements import (Req, TargetPython, explain_conflict, failing_package, installer_pins,
-                                  needs_building, parse_egg_requires, parse_metadata, tree_requirements)
+                                              needs_building, parse_egg_requires, parse_metadata, tree_requirements)
 from harness.inputs.spec_fields import InterpreterSource, parse_interpreter_source
 from harness.preparation.index import Target, _wheel_fits, sdist_build_requires
 from harness.preparation.wheelhouse import LocalProject

@@ -68,7 +68,8 @@ def test_export_writes_every_data_file_and_nothing_else(tmp_path):
 
 def test_HARNESS_DATA_DIR_replaces_the_packaged_data(tmp_path):
     dest = resources.export_data(tmp_path / "org")
-    code = ("import json; from harness import resources; from harness.inputs.specs import IMAGES_DIR, DEFAULT_SPECS_DIR; "
+    code = ("import json; from harness import resources; "
+            "from harness.inputs.specs import IMAGES_DIR, DEFAULT_SPECS_DIR; "
             "from harness.inputs.demo import DEMO_DIR, load_jsonl; from harness.engine.images import BaseDefinition; "
             "print(json.dumps([str(IMAGES_DIR), str(DEFAULT_SPECS_DIR), str(DEMO_DIR), resources.data_source(), "
             "resources.problems(), str(resources.path())]))")

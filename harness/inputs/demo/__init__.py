@@ -32,14 +32,14 @@ names below are the package's interface.
 from __future__ import annotations
 
 from harness.inputs.demo.build import (GIT_CONFIG, build_demo_repos, demo_repository, git, git_env, git_out, read_head,
-                                rev_list)
-from harness.inputs.demo.history import (AUTHOR_EMAIL, AUTHOR_NAME, DEFAULT_BRANCH, DEMO_DIR, DEMO_MODEL_NAME, DEMO_OWNER,
-                                  EPOCH, FILE_MODE, INSTANCES_FILE, INSTANCES_SRC_FILE, DemoSetError, HistoryEntry,
-                                  SourceRepo, blob_sha, commit_datetime, commit_message, commit_sha, expected_head,
-                                  history_shas, iter_source_repos, load_history, repo_dir_name, repo_full_name,
-                                  snapshot_files, tree_sha)
+                                       rev_list)
+from harness.inputs.demo.history import (AUTHOR_EMAIL, AUTHOR_NAME, DEFAULT_BRANCH, DEMO_DIR, DEMO_MODEL_NAME,
+                                         DEMO_OWNER, EPOCH, FILE_MODE, INSTANCES_FILE, INSTANCES_SRC_FILE, DemoSetError,
+                                         HistoryEntry, SourceRepo, blob_sha, commit_datetime, commit_message,
+                                         commit_sha, expected_head, history_shas, iter_source_repos, load_history,
+                                         repo_dir_name, repo_full_name, snapshot_files, tree_sha)
 from harness.inputs.demo.records import (INSTANCE_FIELDS, dump_jsonl, is_test_path, load_instance_specs, load_jsonl,
-                                  make_instance_records, regenerate, render_instances)
+                                         make_instance_records, regenerate, render_instances)
 
 __all__ = [
     "AUTHOR_EMAIL", "AUTHOR_NAME", "DEFAULT_BRANCH", "DEMO_DIR", "DEMO_MODEL_NAME", "DEMO_OWNER", "EPOCH",

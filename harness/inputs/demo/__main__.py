@@ -13,7 +13,8 @@ from harness.inputs.demo.records import regenerate, render_instances
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.inputs.demo", description="The embedded demo instance set (``instances/demo``).")
+    parser = argparse.ArgumentParser(prog="python -m harness.inputs.demo",
+                                     description="The embedded demo instance set (``instances/demo``).")
     parser.add_argument("--source", type=Path, default=DEMO_DIR, help="demo set directory (default: %(default)s)")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("regenerate", help="rebuild the repos in a temp dir and rewrite instances.jsonl")

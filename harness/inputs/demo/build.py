@@ -13,9 +13,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.inputs.demo.history import (AUTHOR_EMAIL, AUTHOR_NAME, COMMITS_SUBDIR, DEFAULT_BRANCH, DEMO_DIR, DEMO_OWNER,
-                                  FILE_MODE, DemoSetError, SourceRepo, blob_sha, commit_message, expected_head,
-                                  git_date, history_shas, iter_source_repos, load_history, snapshot_files)
+from harness.inputs.demo.history import (AUTHOR_EMAIL, AUTHOR_NAME, COMMITS_SUBDIR, DEFAULT_BRANCH, DEMO_DIR,
+                                         DEMO_OWNER, FILE_MODE, DemoSetError, SourceRepo, blob_sha, commit_message,
+                                         expected_head, git_date, history_shas, iter_source_repos, load_history,
+                                         snapshot_files)
 
 #: git configuration forced on every git invocation made by this module.
 GIT_CONFIG: tuple[tuple[str, str], ...] = (

@@ -14,7 +14,7 @@ import yaml
 
 from harness.inputs.demo.build import build_demo_repos, git, git_out, rev_list
 from harness.inputs.demo.history import (DEMO_DIR, INSTANCES_FILE, INSTANCES_SRC_FILE, TEST_DIR_NAMES, DemoSetError,
-                                  commit_datetime, history_shas, iter_source_repos)
+                                         commit_datetime, history_shas, iter_source_repos)
 
 # ------------------------------------------------------------------------ instances
 

@@ -18,8 +18,9 @@ Conventions used throughout:
   catch only one exception type).
 """
 
-from harness.results.stats.attempts import (Attempt, AttemptSummary, BudgetResult, CostSummary, PassKRow, budget_success,
-                                    cost_summary, first_attempt_rate, mean_pass_k, pass_k_table, summarize_attempts)
+from harness.results.stats.attempts import (Attempt, AttemptSummary, BudgetResult, CostSummary, PassKRow,
+                                            budget_success, cost_summary, first_attempt_rate, mean_pass_k, pass_k_table,
+                                            summarize_attempts)
 from harness.results.stats.rates import mcnemar_exact, paired_bootstrap_diff, pass_at_k, pass_hat_k, wilson_interval
 
 __all__ = [
