@@ -126,7 +126,14 @@ def _run_on_cluster(cluster: RayCluster, registry: str, instances: str, predicti
             str(out), "--run-id", run_id, "--max-workers", "4", "--quiet", *extra]
     if wait:
         return subprocess.run(args, capture_output=True, text=True, env=cluster.env(), timeout=900)
-    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cluster.env())
+    # A shell without job control starts background jobs with SIGINT ignored, and Python then
+    # installs no KeyboardInterrupt handler: restore the default a terminal's Ctrl-C meets.
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cluster.env(),
+                            preexec_fn=_default_sigint)
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _wait_reports(run_dir: Path, count: int, seconds: float = 300) -> int:
