@@ -12,6 +12,8 @@
 * :class:`Periodic` — a sampler thread.
 * :class:`Results` — a benchmark's raw JSON, rewritten atomically as it grows.
 * :func:`end_process_group` — SIGTERM, then SIGKILL, a measured process group.
+* :class:`GroupRun` — a measured command in a process group of its own: sampled while
+  it runs, stopped on a limit, ended whole (SIGTERM, then SIGKILL) when interrupted.
 * :class:`StopSignals` — SIGTERM and SIGHUP raised as :class:`Stopped` in the main thread,
   so that a benchmark stopped from outside still runs its ``finally`` blocks (writes what
   it measured, stops its engine, unmounts its file system); Python's default would end
@@ -23,6 +25,7 @@ Nothing here touches the shared engine.
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -298,6 +301,75 @@ def end_process_group(proc: subprocess.Popen, grace: float = 60.0):
                 return status, usage
             time.sleep(0.5)
     return None, None
+
+
+def _interrupted(exc: BaseException) -> str:
+    return f"interrupted ({exc!r})"
+
+
+class GroupRun:
+    """One measured command, run in a process group of its own (``start_new_session``),
+    its output to the files ``out`` and ``err``; ``popen`` goes to :class:`subprocess.Popen`
+    as it is (``cwd``, ``env``, ``preexec_fn``: a cgroup to join, say).
+
+    :meth:`wait` starts it and waits for it while a :class:`Periodic` calls ``probe`` every
+    ``every`` seconds (what it returns is kept in :attr:`samples`); it returns the
+    command's (wait status, rusage). Two ways to stop it early:
+
+    * a limit: ``probe`` (or anything else) calls :meth:`stop` with the reason: the
+      group gets SIGTERM, and :meth:`wait` goes on until the command has exited;
+    * an interrupt: whatever the wait raises (:class:`Stopped`, ``KeyboardInterrupt``, an
+      error) ends the whole group with :func:`end_process_group` (SIGTERM, SIGKILL after
+      ``grace`` s), :attr:`stopped` says ``interrupted(exc)`` unless a limit said why
+      first, ``on_interrupt(status, usage)`` records what was measured (both ``None`` if
+      the group never ended or never started), and the exception goes on up.
+
+    :attr:`started` (monotonic) and :attr:`started_at` (epoch) are taken when the run is
+    made, :meth:`elapsed` counts from there; :attr:`stopped` is ``""`` unless stopped.
+    """
+
+    def __init__(self, argv: list[str], *, out: Path, err: Path, every: float, grace: float = 60.0,
+                 **popen) -> None:
+        self.argv, self.out, self.err, self.every, self.grace, self.popen = argv, out, err, every, grace, popen
+        self.started, self.started_at = time.monotonic(), time.time()
+        self.stopped = ""
+        self.proc: subprocess.Popen | None = None
+        self.sampler: Periodic | None = None
+
+    @property
+    def samples(self) -> list[dict]:
+        """What ``probe`` returned so far (a failed probe: ``{"error": ...}``)."""
+        return self.sampler.samples if self.sampler is not None else []
+
+    def elapsed(self) -> float:
+        """Seconds since the run was made."""
+        return time.monotonic() - self.started
+
+    def stop(self, why: str) -> None:
+        """A limit is reached: SIGTERM the group (once; the first reason is kept)."""
+        if self.stopped:
+            return
+        self.stopped = why
+        assert self.proc is not None, "stop() before the command started"
+        os.killpg(self.proc.pid, signal.SIGTERM)
+
+    def wait(self, probe: Callable[[], dict], *,
+             on_interrupt: Callable[[int | None, resource.struct_rusage | None], None] = lambda status, usage: None,
+             interrupted: Callable[[BaseException], str] = _interrupted) -> tuple[int, resource.struct_rusage]:
+        """Start the command, sample it until it exits; its (wait status, rusage)."""
+        self.sampler = Periodic(probe, self.every)
+        with open(self.out, "wb") as out, open(self.err, "wb") as err:
+            try:
+                self.proc = subprocess.Popen(self.argv, stdout=out, stderr=err, start_new_session=True,
+                                             **self.popen)
+                with self.sampler:
+                    _, status, usage = os.wait4(self.proc.pid, 0)
+            except BaseException as exc:
+                self.stopped = self.stopped or interrupted(exc)
+                ended = end_process_group(self.proc, self.grace) if self.proc is not None else (None, None)
+                on_interrupt(*ended)
+                raise
+        return status, usage
 
 
 class Results:

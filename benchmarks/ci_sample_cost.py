@@ -30,9 +30,7 @@ import json
 import os
 import re
 import signal
-import subprocess
 import sys
-import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -118,22 +116,20 @@ def run_tests(bench: "W.Bench", name: str, args, publish) -> dict:
     logs = bench.root / "logs"
     logs.mkdir(exist_ok=True)
     cpu0, load0 = bench.cpu_now(), os.getloadavg()
-    started, started_at = time.monotonic(), time.time()
-    stopped = {"why": ""}
+    run = M.GroupRun(argv, out=logs / f"{name}.out", err=logs / f"{name}.err", every=args.sample_every, cwd=ROOT,
+                     env=env, preexec_fn=bench.cpu["harness"].join_self)
     last_sizes: dict = {"t": -1e9, "sizes": {}}
-    proc: subprocess.Popen | None = None
 
     def probe() -> dict:
-        t = time.monotonic() - started
+        t = run.elapsed()
         sample = {"t": round(t, 1), "engine": bench.disk.used(), "host_free": M.free_bytes(args.work_dir),
                   "load1": os.getloadavg()[0], "cpu": {k: round(u + s, 2) for k, (u, s) in bench.cpu_now().items()}}
-        if sample["host_free"] < args.min_free * GB and not stopped["why"]:
-            stopped["why"] = f"the host's free space fell to {sample['host_free'] / GB:.1f} GB: the tests were stopped"
-            os.killpg(proc.pid, signal.SIGTERM)
+        if sample["host_free"] < args.min_free * GB and not run.stopped:
+            run.stop(f"the host's free space fell to {sample['host_free'] / GB:.1f} GB: the tests were stopped")
         if t - last_sizes["t"] >= args.du_every:
             last_sizes.update(t=t, sizes=bench.sizes(None))
             sample["sizes"] = last_sizes["sizes"]
-            publish(result(None, None, [*sampler.samples, sample], final=False))
+            publish(result(None, None, [*run.samples, sample], final=False))
         return sample
 
     def result(status, usage, samples: list[dict], final: bool = True) -> dict:
@@ -143,7 +139,7 @@ def run_tests(bench: "W.Bench", name: str, args, publish) -> dict:
         samples = [s for s in samples if "error" not in s]
         return {"name": name, "argv": argv, "final": final,
                 "exit_code": os.waitstatus_to_exitcode(status) if status is not None else None,
-                "stopped": stopped["why"], "wall": time.monotonic() - started, "started_at": started_at,
+                "stopped": run.stopped, "wall": run.elapsed(), "started_at": run.started_at,
                 "rusage_cpu": usage.ru_utime + usage.ru_stime if usage is not None else None,
                 "cpu": {k: {"user": cpu1[k][0] - cpu0[k][0], "system": cpu1[k][1] - cpu0[k][1]} for k in cpu1},
                 "load_before": load0, "load_during": [s["load1"] for s in samples],
@@ -155,19 +151,8 @@ def run_tests(bench: "W.Bench", name: str, args, publish) -> dict:
                 "stdout_tail": stdout[-6000:],
                 "stderr_tail": (logs / f"{name}.err").read_text(errors="replace")[-3000:]}
 
-    sampler = M.Periodic(probe, args.sample_every)
-    with open(logs / f"{name}.out", "wb") as out, open(logs / f"{name}.err", "wb") as err:
-        try:
-            proc = subprocess.Popen(argv, stdout=out, stderr=err, cwd=ROOT, env=env, start_new_session=True,
-                                    preexec_fn=bench.cpu["harness"].join_self)
-            with sampler:
-                _, status, usage = os.wait4(proc.pid, 0)
-        except BaseException as exc:
-            stopped["why"] = stopped["why"] or f"interrupted ({exc!r})"
-            status, usage = M.end_process_group(proc) if proc is not None else (None, None)
-            publish(result(status, usage, sampler.samples))
-            raise
-    final = result(status, usage, sampler.samples)
+    status, usage = run.wait(probe, on_interrupt=lambda status, usage: publish(result(status, usage, run.samples)))
+    final = result(status, usage, run.samples)
     publish(final)
     print(f"{name}: {final['wall']:.0f} s, pytest exit {final['exit_code']}: {final['summary_line']}; engine "
           f"{final['engine_final'] / GB:.2f} GB", file=sys.stderr, flush=True)

@@ -62,7 +62,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Callable
@@ -327,11 +326,12 @@ class Bench:
         run_dir = self.runs / run_id
         cpu0, load0 = self.cpu_now(), os.getloadavg()
         last_sizes: dict = {"t": -1e9, "sizes": {}}
-        stopped = {"why": ""}
         published = {"done": 0}
-        started, started_at = time.monotonic(), time.time()
         logs = self.root / "logs"
         logs.mkdir(exist_ok=True)
+        run = M.GroupRun(argv, out=logs / f"{name}.out", err=logs / f"{name}.err", every=args.sample_every,
+                         cwd=self.side.checkout or ROOT, env=self.environment(),
+                         preexec_fn=self.cpu["harness"].join_self)
 
         def result(samples: list[dict], *, final: bool, status: int | None = None, usage=None) -> dict:
             """What is known of the run now; ``final`` once the harness has exited (or was ended)."""
@@ -350,58 +350,47 @@ class Bench:
             return {
                 "name": name, "run_id": run_id, "argv": argv, "final": final,
                 "exit_code": os.waitstatus_to_exitcode(status) if status is not None else None,
-                "stopped": stopped["why"], "wall": time.monotonic() - started, "started_at": started_at,
+                "stopped": run.stopped, "wall": run.elapsed(), "started_at": run.started_at,
                 "rusage_cpu": usage.ru_utime + usage.ru_stime if usage is not None else None,
                 "cpu": {k: {"user": cpu1[k][0] - cpu0[k][0], "system": cpu1[k][1] - cpu0[k][1]} for k in cpu1},
                 "load_before": load0, "load_during": [s["load1"] for s in good],
                 "engine_final": self.disk.used(),
                 "sizes_final": self.sizes(run_dir) if final else dict(last_sizes["sizes"]),
                 "images": images, "samples": good, "sampler_errors": [s["error"] for s in samples if "error" in s],
-                "reports": R.read_run(run_dir, started_at), "summary": _read_json(run_dir / "summary.json"),
+                "reports": R.read_run(run_dir, run.started_at), "summary": _read_json(run_dir / "summary.json"),
                 "wheels": R.wheel_sharing(self.cache / "wheelhouse"),
                 "stderr_tail": (logs / f"{name}.err").read_text(errors="replace")[-3000:],
             }
 
-        proc: subprocess.Popen | None = None
-
         def probe() -> dict:
-            t = time.monotonic() - started
+            t = run.elapsed()
             sample = {"t": round(t, 1), "done": C.count_reports(run_dir), "engine": self.disk.used(),
                       "host_free": M.free_bytes(args.work_dir), "load1": os.getloadavg()[0],
                       "cpu": {k: round(u + s, 2) for k, (u, s) in self.cpu_now().items()}}
             if t - last_sizes["t"] >= args.du_every:
                 last_sizes.update(t=t, sizes=self.sizes(run_dir))
                 sample["sizes"] = last_sizes["sizes"]
-            if sample["host_free"] < args.min_free * GB and not stopped["why"]:
-                stopped["why"] = (f"the host's free space fell to {sample['host_free'] / GB:.1f} GB "
-                                  f"(--min-free {args.min_free}): the run was stopped")
-                os.killpg(proc.pid, signal.SIGTERM)
+            if sample["host_free"] < args.min_free * GB and not run.stopped:
+                run.stop(f"the host's free space fell to {sample['host_free'] / GB:.1f} GB "
+                         f"(--min-free {args.min_free}): the run was stopped")
             if sample["done"] > published["done"]:
                 published["done"] = sample["done"]
-                publish(result([*sampler.samples, sample], final=False))
+                publish(result([*run.samples, sample], final=False))
             return sample
 
-        sampler = M.Periodic(probe, args.sample_every)
-        with open(logs / f"{name}.out", "wb") as out, open(logs / f"{name}.err", "wb") as err:
-            try:
-                proc = subprocess.Popen(argv, stdout=out, stderr=err, cwd=self.side.checkout or ROOT,
-                                        env=self.environment(), start_new_session=True,
-                                        preexec_fn=self.cpu["harness"].join_self)
-                with sampler:
-                    _, status, usage = os.wait4(proc.pid, 0)
-            except BaseException as exc:
-                stopped["why"] = stopped["why"] or f"interrupted ({exc!r}): the run was stopped"
-                status, usage = M.end_process_group(proc) if proc is not None else (None, None)
-                final = result(sampler.samples, final=True, status=status, usage=usage)
-                publish(final)
-                print(f"[{self.side.label}] {name}: {stopped['why']} after {final['wall']:.0f} s, "
-                      f"{len(final['reports'])} reports", file=sys.stderr, flush=True)
-                raise
-        final = result(sampler.samples, final=True, status=status, usage=usage)
+        def record_interrupted(status: int | None, usage) -> None:
+            final = result(run.samples, final=True, status=status, usage=usage)
+            publish(final)
+            print(f"[{self.side.label}] {name}: {run.stopped} after {final['wall']:.0f} s, "
+                  f"{len(final['reports'])} reports", file=sys.stderr, flush=True)
+
+        status, usage = run.wait(probe, on_interrupt=record_interrupted,
+                                 interrupted=lambda exc: f"interrupted ({exc!r}): the run was stopped")
+        final = result(run.samples, final=True, status=status, usage=usage)
         publish(final)
         print(f"[{self.side.label}] {name}: {final['wall']:.0f} s, exit {final['exit_code']}, "
               f"{len(final['reports'])} reports, engine {final['engine_final'] / GB:.2f} GB"
-              + (f"; {stopped['why']}" if stopped["why"] else ""), file=sys.stderr, flush=True)
+              + (f"; {run.stopped}" if run.stopped else ""), file=sys.stderr, flush=True)
         return final
 
 
