@@ -18,7 +18,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, TypeVar
 
 import yaml
 
@@ -28,6 +28,8 @@ from harness.paths import instance_dir_problem
 
 _REPO_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 _SHA_RE = re.compile(r"^[0-9a-f]{7,40}$")
+#: a parsed record of any kind (an Instance, a Prediction)
+R = TypeVar("R")
 REQUIRED = ("instance_id", "repo", "base_commit", "patch", "test_patch", "FAIL_TO_PASS", "PASS_TO_PASS")
 
 
@@ -127,6 +129,19 @@ def duplicate_error(key: str, where: list[str], source: str, what: str = "instan
                       record=key, field="instance_id", source=source)
 
 
+def refuse_shared_keys(parsed: list[tuple[str, R]], key: Callable[[R], str], source: str,
+                       what: str = "instance_id") -> tuple[list[R], list[InputError], set[str]]:
+    """``parsed`` ((file position, record) pairs) without every record whose key another
+    record shares: (the records kept, one :func:`duplicate_error` per shared key, every key
+    seen)."""
+    places: dict[str, list[str]] = {}
+    for where, record in parsed:
+        places.setdefault(key(record), []).append(where)
+    duplicated = {k for k, where in places.items() if len(where) > 1}
+    errors = [duplicate_error(k, places[k], source, what) for k in sorted(duplicated)]
+    return [record for _, record in parsed if key(record) not in duplicated], errors, set(places)
+
+
 def parse_instance(raw: Any, source: str = "", position: int | None = None) -> Instance:
     """Validate one raw record. Raises InputError naming the record and the field.
 
@@ -216,13 +231,8 @@ def load_instances(path: Path, instance_ids: Iterable[str] | None = None,
             parsed.append((where, parse_instance(raw, source=f"{source} {where}", position=index)))
         except InputError as exc:
             errors.append(exc)
-    places: dict[str, list[str]] = {}
-    for where, inst in parsed:
-        places.setdefault(inst.instance_id, []).append(where)
-    duplicated = {key for key, where in places.items() if len(where) > 1}
-    errors += [duplicate_error(key, places[key], source) for key in sorted(duplicated)]
-    good = [inst for _, inst in parsed if inst.instance_id not in duplicated]
-    seen = set(places)
+    good, refused, seen = refuse_shared_keys(parsed, lambda inst: inst.instance_id, source)
+    errors += refused
     if instance_ids:
         wanted = list(dict.fromkeys(instance_ids))
         bad_ids = {e.record for e in errors}

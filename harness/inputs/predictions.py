@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from harness.errors import InputError
-from harness.inputs.instances import Instance, duplicate_error, read_located_records
+from harness.inputs.instances import Instance, read_located_records, refuse_shared_keys
 from harness.paths import instance_dir_problem
 
 GOLD = "gold"
@@ -82,12 +82,8 @@ def load_predictions(path: Path) -> LoadedPredictions:
             parsed.append((where, _parse(raw, f"{source} {where}", index)))
         except InputError as exc:
             errors.append(exc)
-    places: dict[str, list[str]] = {}
-    for where, pred in parsed:
-        places.setdefault(pred.key, []).append(where)
-    duplicated = {key for key, where in places.items() if len(where) > 1}
-    errors += [duplicate_error(key, places[key], source, "prediction") for key in sorted(duplicated)]
-    preds = [pred for _, pred in parsed if pred.key not in duplicated]
+    preds, refused, _ = refuse_shared_keys(parsed, lambda pred: pred.key, source, "prediction")
+    errors += refused
     models = {pred.model_name_or_path for _, pred in parsed}
     if len(models) > 1:
         raise InputError(f"one model per file, found {sorted(models)}", field="model_name_or_path",
