@@ -11,7 +11,8 @@ Exit codes: 0 the command did its job (whatever the verdicts), 2 bad input or mi
 prerequisites (a sentence on stderr, no traceback), 3 the run ended early because its
 infrastructure failed (an engine or every cluster node was lost: the summary covers what
 was graded; re-running the same command finishes it), 130 interrupted (Ctrl-C: the run's
-containers are removed, the run directory is resumable), 1 an unexpected failure.
+containers are removed, the run directory is resumable; SIGTERM and SIGHUP do the same and
+exit 143 and 129), 1 an unexpected failure.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from harness.cliargs import Parser, bounded_float, bounded_int
 from harness.clioutput import ProgressLine, render_pages, show_result
 from harness.errors import EngineLost, EngineUnavailable, HarnessError, InputError, RunIncomplete
 from harness.imagecache.commands import CACHE_LEVELS, size_argument
+from harness.run.stopping import exit_code, signal_name, stopped_like_ctrl_c
 from harness.swebench.options import (INSTANCES_HELP, SWEBENCH_EPILOG, add_dataset_options,
                                       add_swebench_output_options, prebuilt_source, resolve_instance_source,
                                       swebench_layout_request, write_swebench_layout)
@@ -178,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args = parser.parse_args(argv)
     try:
-        return args.func(args)
+        with stopped_like_ctrl_c():
+            return args.func(args)
     except (InputError, EngineUnavailable) as exc:
         print(f"harness: {exc}", file=sys.stderr)
         return 2
@@ -188,10 +191,10 @@ def main(argv: list[str] | None = None) -> int:
     except HarnessError as exc:
         print(f"harness: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("harness: interrupted; this run's containers were removed and the results so far are kept: "
-              "re-run the same command to finish", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as interrupt:
+        print(f"harness: interrupted ({signal_name(interrupt)}); this run's containers were removed and the "
+              "results so far are kept: re-run the same command to finish", file=sys.stderr)
+        return exit_code(interrupt)
 
 
 # ---------------------------------------------------------------------------- run

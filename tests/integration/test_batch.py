@@ -93,6 +93,50 @@ def test_kill_dash_nine_then_rerun_gives_the_uninterrupted_results(tmp_path, cac
     assert len(reused) >= done_before - 1  # finished ones were not evaluated again
 
 
+def test_sigterm_stops_the_run_like_ctrl_c_and_a_rerun_finishes_it(tmp_path, cache_dir, engine):
+    """SIGTERM mid-run (a scheduler, ``timeout``, ``kill``): the run's containers are removed,
+    the command exits 143 without a traceback, the finished reports stay, and the same
+    command afterwards finishes the run with the demo's expected verdicts."""
+    expected = json.loads((DEMO_DIR / "expected.json").read_text())["predictions-extra.jsonl"]
+    extra = {json.loads(l)["instance_id"]: json.loads(l)["model_patch"]
+             for l in (DEMO_DIR / "predictions-extra.jsonl").read_text().splitlines()}
+    records = _records(2)
+    instances = _write(tmp_path / "i.jsonl", records)
+    preds = write_predictions(tmp_path / "p.jsonl",
+                              {r["instance_id"]: extra[r["instance_id"].rsplit("-copy", 1)[0]] for r in records})
+    out = tmp_path / "runs"
+    command = [sys.executable, "-m", "harness.cli", "run", "--instances", instances, "--predictions", str(preds),
+               "--output-dir", str(out), "--cache-dir", str(cache_dir), "--quiet", "--max-workers", "2",
+               "--run-id", "termed"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not (len(list((out / "termed").glob("*/report.json"))) >= 2
+                                                   and leftover_containers(engine, "termed")):
+            time.sleep(0.05)
+        assert leftover_containers(engine, "termed"), "no evaluation was running when the signal was to be sent"
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, stderr[-3000:]
+    assert "Traceback" not in stderr and "interrupted (SIGTERM)" in stderr, stderr[-3000:]
+    assert leftover_containers(engine, "termed") == []
+    assert not (out / "termed" / "summary.json").exists()
+    finished = len(list((out / "termed").glob("*/report.json")))
+    assert 2 <= finished < len(records), "the run was not stopped in the middle"
+
+    rerun = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    verdicts = {p.parent.name: (d["status"], d["error_reason"])
+                for p in (out / "termed").glob("*/report.json") for d in [json.loads(p.read_text())]}
+    assert verdicts == {r["instance_id"]: (expected[r["instance_id"].rsplit("-copy", 1)[0]]["status"],
+                                          expected[r["instance_id"].rsplit("-copy", 1)[0]]["error_reason"])
+                        for r in records}
+    assert leftover_containers(engine, "termed") == []
+
+
 def test_a_changed_patch_under_the_same_run_id_is_re_evaluated(harness_run, tmp_path):
     iid = "harness-demo__calcly-1"
     instances = _write(tmp_path / "i.jsonl", [demo_instance(iid)])
