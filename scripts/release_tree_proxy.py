@@ -171,6 +171,34 @@ def summarize(sdist: str, spec: str, base: str, dropped: list[str], chosen: dict
     return summary
 
 
+def compact(summary: dict) -> dict:
+    """One summary as a row of the committed results: what was graded, what applied, the
+    verdicts and the counts (the failing and missing ids of the reference run kept whole)."""
+    chosen = summary.get("chosen") or {}
+    applied = next((t for t in summary.get("tried", []) if "rejected" not in t), None)
+    row: dict = {"spec": summary["spec"], "sdist": summary["sdist"], "harness_commit": summary["harness_commit"],
+                 "instance": chosen.get("instance_id"), "records_tried": len(summary.get("tried", [])),
+                 "rejected": {t["instance_id"]: ("already released" if any(
+                     e.startswith("already in the tree") for e in (t.get("errors") or {}).values())
+                     else t["rejected"]) for t in summary.get("tried", []) if "rejected" in t},
+                 "offsets": (applied or {}).get("offsets", {})}
+    for kind in ("gold", "empty"):
+        run = summary.get(kind)
+        if not run:
+            continue
+        row[kind] = {"status": run.get("status"), "error_reason": run.get("error_reason"),
+                     "prepare_seconds": run.get("prepare_seconds"), "tests_seconds": run.get("tests_seconds"),
+                     "wall_seconds": run.get("wall_seconds"), "interpreter": run.get("interpreter")}
+        for group in ("FAIL_TO_PASS", "PASS_TO_PASS"):
+            counts = run.get(group) or {}
+            row[kind][group] = {k: counts.get(k) for k in ("listed", "passed", "failed", "missing")}
+            if kind == "gold" and (counts.get("failed") or counts.get("missing")):
+                row[kind][group].update(failed_ids=counts.get("failed_ids"), missing_ids=counts.get("missing_ids"))
+    if summary.get("error"):
+        row["error"] = summary["error"]
+    return row
+
+
 def harness_commit() -> str:
     proc = subprocess.run(["git", "-C", str(PROJECT_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                           text=True)

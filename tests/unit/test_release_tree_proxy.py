@@ -151,3 +151,26 @@ def test_a_reports_lists_become_passed_failed_and_missing_counts(proxy):
                                    "failed_ids": ["p3"], "missing_ids": ["p4"]}
     empty = proxy.outcome({"status": "INVALID", "error_reason": "suite_did_not_run", "error_detail": "x" * 2000}, rec)
     assert empty["FAIL_TO_PASS"]["failed"] == 2 and len(empty["error_detail"]) == 800
+
+
+def test_a_summary_compacts_to_a_results_row_that_keeps_the_reference_runs_failures(proxy):
+    rec = dict(record(7), FAIL_TO_PASS=["f1"], PASS_TO_PASS=["p1", "p2"])
+    tried = [{"instance_id": "django__django-3", "rejected": "patch did not apply",
+              "errors": {"patch": "already in the tree (applies in reverse)\nerror: ..."}},
+             {"instance_id": "django__django-5", "rejected": "test_patch did not apply",
+              "errors": {"test_patch": "error: patch failed: tests/x.py:3"}},
+             {"instance_id": "django__django-7", "applies": {"patch": True, "test_patch": True},
+              "offsets": {"patch": ["Hunk #1 succeeded at 5 (offset 1 line)."]}}]
+    gold = proxy.outcome({"status": "NO", "missing": ["p2"], "tests_status": {
+        "FAIL_TO_PASS": {"success": ["f1"]}, "PASS_TO_PASS": {"success": ["p1"]}}}, rec)
+    empty = proxy.outcome({"status": "NO", "missing": [], "tests_status": {
+        "FAIL_TO_PASS": {"success": []}, "PASS_TO_PASS": {"success": ["p1", "p2"]}}}, rec)
+    summary = proxy.summarize("Django==2.1.15", "django/django@2.2", "a" * 40, [], rec, tried,
+                              {"gold": gold, "empty": empty}, "abc1234")
+    row = proxy.compact(summary)
+    assert row["instance"] == "django__django-7" and row["harness_commit"] == "abc1234" and row["records_tried"] == 3
+    assert row["rejected"] == {"django__django-3": "already released", "django__django-5": "test_patch did not apply"}
+    assert row["offsets"] == {"patch": ["Hunk #1 succeeded at 5 (offset 1 line)."]}
+    assert row["gold"]["PASS_TO_PASS"] == {"listed": 2, "passed": 1, "failed": 0, "missing": 1,
+                                           "failed_ids": [], "missing_ids": ["p2"]}
+    assert row["empty"]["FAIL_TO_PASS"] == {"listed": 1, "passed": 0, "failed": 1, "missing": 0}   # no ids kept
