@@ -199,6 +199,44 @@ def compact(summary: dict) -> dict:
     return row
 
 
+def _version_key(spec: str) -> tuple:
+    repo, _, version = spec.partition("@")
+    return repo, tuple(int(p) if p.isdigit() else p for p in version.split("."))
+
+
+def table_row(row: dict) -> str:
+    """One results row as a line of docs/REAL_INSTANCES.md's table."""
+    def counts(run: dict, group: str) -> str:
+        c = (run or {}).get(group) or {}
+        if not c:
+            return "-"
+        extra = ", ".join(f"{c[k]} {k}" for k in ("failed", "missing") if c.get(k))
+        return f"{c.get('passed')}/{c.get('listed')}" + (f" ({extra})" if extra else "")
+
+    version = row["spec"].partition("@")[2]
+    if not row.get("instance"):
+        return f"| {version} | {row['sdist']} | none applies | - | - | - | - | - | - | {row['harness_commit']} |"
+    shifted = [f"{name} {len(lines)} hunk(s) offset" for name, lines in (row.get("offsets") or {}).items()]
+    applied = "patch + test patch" + (f" ({'; '.join(shifted)})" if shifted else ", no offsets")
+    gold, empty = row.get("gold") or {}, row.get("empty") or {}
+    build = sum(v for v in (gold.get("prepare_seconds") or {}).values() if isinstance(v, (int, float)))
+    verdict = (lambda run: f"**{run.get('status')}**" + (f" ({run['error_reason']})" if run.get("error_reason") else "")
+               if run.get("status") else "not run")
+    return (f"| {version} | {row['sdist']} | {row['instance']} | {applied} | {verdict(gold)} | {verdict(empty)} | "
+            f"{counts(gold, 'FAIL_TO_PASS')} / {counts(empty, 'FAIL_TO_PASS')} | "
+            f"{counts(gold, 'PASS_TO_PASS')} / {counts(empty, 'PASS_TO_PASS')} | "
+            f"{build:.0f} s + tests {gold.get('tests_seconds') or 0:.0f} s | {row['harness_commit']} |")
+
+
+def collect(out: Path, summaries: list[Path]) -> list[dict]:
+    """Compact every summary into ``out`` (sorted by repository and version); the rows."""
+    rows = sorted((compact(json.loads(p.read_text())) for p in summaries), key=lambda r: _version_key(r["spec"]))
+    out.write_text(json.dumps({"what": "release-tree proxies (scripts/release_tree_proxy.py): per Verified version, "
+                                       "the release tree, the record graded there and both verdicts; "
+                                       "docs/REAL_INSTANCES.md explains them", "rows": rows}, indent=1) + "\n")
+    return rows
+
+
 def harness_commit() -> str:
     proc = subprocess.run(["git", "-C", str(PROJECT_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                           text=True)
@@ -206,6 +244,12 @@ def harness_commit() -> str:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["collect"]:
+        # release_tree_proxy.py collect OUT.json SUMMARY.json...: the committed results, and the docs' rows
+        for row in collect(Path(argv[1]), [Path(a) for a in argv[2:]]):
+            print(table_row(row))
+        return 0
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("repo", help="OWNER/NAME of the spec and the records")
     p.add_argument("version", help="the spec version (the records' `version`)")

@@ -174,3 +174,29 @@ def test_a_summary_compacts_to_a_results_row_that_keeps_the_reference_runs_failu
     assert row["gold"]["PASS_TO_PASS"] == {"listed": 2, "passed": 1, "failed": 0, "missing": 1,
                                            "failed_ids": [], "missing_ids": ["p2"]}
     assert row["empty"]["FAIL_TO_PASS"] == {"listed": 1, "passed": 0, "failed": 1, "missing": 0}   # no ids kept
+
+
+def test_collected_rows_are_ordered_by_version_and_render_as_table_lines(proxy, tmp_path):
+    def summary(version, status, missing=()):
+        rec = dict(record(10), version=version, FAIL_TO_PASS=["f1"], PASS_TO_PASS=["p1", "p2"])
+        gold = proxy.outcome({"status": status, "missing": list(missing), "image": {"prepare_seconds": {"a": 10, "b": 2.4}},
+                              "timings": {"tests": 3.2}, "tests_status": {
+            "FAIL_TO_PASS": {"success": ["f1"]}, "PASS_TO_PASS": {"success": [t for t in ("p1", "p2") if t not in missing]}}},
+            rec)
+        tried = [{"instance_id": rec["instance_id"], "applies": {"patch": True, "test_patch": True},
+                  "offsets": {"test_patch": ["Hunk #1 succeeded at 9 (offset 2 lines)."]}}]
+        path = tmp_path / f"{version}.json"
+        path.write_text(__import__("json").dumps(proxy.summarize(
+            "Django==x", f"django/django@{version}", "a" * 40, [], rec, tried, {"gold": gold}, "abc1234")))
+        return path
+
+    out = tmp_path / "results.json"
+    rows = proxy.collect(out, [summary("3.10", "FULL"), summary("3.2", "NO", missing=["p2"])])
+    assert [r["spec"] for r in rows] == ["django/django@3.2", "django/django@3.10"]      # 3.2 before 3.10
+    assert __import__("json").loads(out.read_text())["rows"] == rows
+    line = proxy.table_row(rows[0])
+    assert line.startswith("| 3.2 | Django==x | django__django-10 | patch + test patch (test_patch 1 hunk(s) offset) | **NO** |")
+    assert "| 1/1 / - | 1/2 (1 missing) / - | 12 s + tests 3 s | abc1234 |" in line
+    assert "not run" in line                                                            # no empty run in this summary
+    none = proxy.table_row(proxy.compact(proxy.summarize("Django==y", "django/django@1.11", "b" * 40, [], None, [], {}, "c")))
+    assert "none applies" in none
