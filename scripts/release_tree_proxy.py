@@ -186,6 +186,9 @@ def compact(summary: dict) -> dict:
         run = summary.get(kind)
         if not run:
             continue
+        if run.get("skipped"):
+            row[kind] = {"skipped": run["skipped"]}
+            continue
         row[kind] = {"status": run.get("status"), "error_reason": run.get("error_reason"),
                      "prepare_seconds": run.get("prepare_seconds"), "tests_seconds": run.get("tests_seconds"),
                      "wall_seconds": run.get("wall_seconds"), "interpreter": run.get("interpreter")}
@@ -208,7 +211,7 @@ def table_row(row: dict) -> str:
     """One results row as a line of docs/REAL_INSTANCES.md's table."""
     def counts(run: dict, group: str) -> str:
         c = (run or {}).get(group) or {}
-        if not c:
+        if not c.get("listed"):
             return "-"
         extra = ", ".join(f"{c[k]} {k}" for k in ("failed", "missing") if c.get(k))
         return f"{c.get('passed')}/{c.get('listed')}" + (f" ({extra})" if extra else "")
@@ -221,7 +224,7 @@ def table_row(row: dict) -> str:
     gold, empty = row.get("gold") or {}, row.get("empty") or {}
     build = sum(v for v in (gold.get("prepare_seconds") or {}).values() if isinstance(v, (int, float)))
     verdict = (lambda run: f"**{run.get('status')}**" + (f" ({run['error_reason']})" if run.get("error_reason") else "")
-               if run.get("status") else "not run")
+               if run.get("status") else "not run" + (" (reference INVALID)" if run.get("skipped") else ""))
     return (f"| {version} | {row['sdist']} | {row['instance']} | {applied} | {verdict(gold)} | {verdict(empty)} | "
             f"{counts(gold, 'FAIL_TO_PASS')} / {counts(empty, 'FAIL_TO_PASS')} | "
             f"{counts(gold, 'PASS_TO_PASS')} / {counts(empty, 'PASS_TO_PASS')} | "

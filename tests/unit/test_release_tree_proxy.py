@@ -200,3 +200,14 @@ def test_collected_rows_are_ordered_by_version_and_render_as_table_lines(proxy, 
     assert "not run" in line                                                            # no empty run in this summary
     none = proxy.table_row(proxy.compact(proxy.summarize("Django==y", "django/django@1.11", "b" * 40, [], None, [], {}, "c")))
     assert "none applies" in none
+
+
+def test_an_empty_run_skipped_after_an_invalid_reference_says_so(proxy):
+    rec = record(11)
+    gold = proxy.outcome({"status": "INVALID", "error_reason": "environment_build_failed"}, rec)
+    row = proxy.compact(proxy.summarize("Django==x", "django/django@2.2", "a" * 40, [], rec, [],
+                                        {"gold": gold, "empty": {"skipped": "reference INVALID"}}, "c"))
+    assert row["empty"] == {"skipped": "reference INVALID"}
+    line = proxy.table_row(row)
+    assert "| **INVALID** (environment_build_failed) | not run (reference INVALID) |" in line
+    assert "0/1 (1 failed) / - |" in line
