@@ -217,8 +217,11 @@ def table_row(row: dict) -> str:
         return f"{c.get('passed')}/{c.get('listed')}" + (f" ({extra})" if extra else "")
 
     version = row["spec"].partition("@")[2]
-    if not row.get("instance"):
-        return f"| {version} | {row['sdist']} | none applies | - | - | - | - | - | - | {row['harness_commit']} |"
+    if not row.get("gold"):
+        if not row.get("instance"):
+            return f"| {version} | {row['sdist']} | none applies | - | - | - | - | - | - | {row['harness_commit']} |"
+        return f"| {version} | {row['sdist']} | {row['instance']} | applies; not graded | - | - | - | - | - | " \
+               f"{row['harness_commit']} |"
     shifted = [f"{name} {len(lines)} hunk(s) offset" for name, lines in (row.get("offsets") or {}).items()]
     applied = "patch + test patch" + (f" ({'; '.join(shifted)})" if shifted else ", no offsets")
     gold, empty = row.get("gold") or {}, row.get("empty") or {}
@@ -232,12 +235,24 @@ def table_row(row: dict) -> str:
 
 
 def collect(out: Path, summaries: list[Path]) -> list[dict]:
-    """Compact every summary into ``out`` (sorted by repository and version); the rows."""
-    rows = sorted((compact(json.loads(p.read_text())) for p in summaries), key=lambda r: _version_key(r["spec"]))
+    """Compact every summary into ``out``, sorted by repository and version: the graded ones as
+    ``rows``, the ``--check-only`` ones (the releases tried for a version) as ``choices``.
+    Returns the rows of the docs' table: every graded row, and the choices of a version that
+    has none."""
+    loaded = [json.loads(p.read_text()) for p in summaries]
+    rows = sorted((compact(s) for s in loaded if "gold" in s), key=lambda r: (_version_key(r["spec"]), r["sdist"]))
+    choices = sorted(({"spec": s["spec"], "sdist": s["sdist"], "chosen": (s.get("chosen") or {}).get("instance_id"),
+                       "records_tried": len(s.get("tried", [])),
+                       "already_released": sum(any(e.startswith("already in the tree") for e in
+                                                   (t.get("errors") or {}).values()) for t in s.get("tried", []))}
+                      for s in loaded if "gold" not in s), key=lambda r: (_version_key(r["spec"]), r["sdist"]))
     out.write_text(json.dumps({"what": "release-tree proxies (scripts/release_tree_proxy.py): per Verified version, "
-                                       "the release tree, the record graded there and both verdicts; "
-                                       "docs/REAL_INSTANCES.md explains them", "rows": rows}, indent=1) + "\n")
-    return rows
+                                       "the release tree, the record graded there and both verdicts (rows), and "
+                                       "the releases tried for each version (choices); docs/REAL_INSTANCES.md "
+                                       "explains them", "rows": rows, "choices": choices}, indent=1) + "\n")
+    graded = {r["spec"] for r in rows}
+    ungraded = [compact(s) for s in loaded if "gold" not in s and s["spec"] not in graded]
+    return sorted(rows + ungraded, key=lambda r: (_version_key(r["spec"]), r["sdist"]))
 
 
 def harness_commit() -> str:

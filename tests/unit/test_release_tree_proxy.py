@@ -191,9 +191,18 @@ def test_collected_rows_are_ordered_by_version_and_render_as_table_lines(proxy, 
         return path
 
     out = tmp_path / "results.json"
-    rows = proxy.collect(out, [summary("3.10", "FULL"), summary("3.2", "NO", missing=["p2"])])
-    assert [r["spec"] for r in rows] == ["django/django@3.2", "django/django@3.10"]      # 3.2 before 3.10
-    assert __import__("json").loads(out.read_text())["rows"] == rows
+    check = tmp_path / "check.json"     # a --check-only summary of a version no graded row has
+    check.write_text(__import__("json").dumps(proxy.summarize("Django==z", "django/django@1.11", "b" * 40, [], None,
+                                                            [{"instance_id": "django__django-7530", "rejected": "patch did not apply",
+                                                              "errors": {"patch": "already in the tree (applies in reverse)"}}], {}, "c")))
+    rows = proxy.collect(out, [summary("3.10", "FULL"), check, summary("3.2", "NO", missing=["p2"])])
+    assert [r["spec"] for r in rows] == ["django/django@1.11", "django/django@3.2", "django/django@3.10"]
+    written = __import__("json").loads(out.read_text())
+    assert written["rows"] == rows[1:]                                                  # 3.2 before 3.10
+    assert written["choices"] == [{"spec": "django/django@1.11", "sdist": "Django==z", "chosen": None,
+                                   "records_tried": 1, "already_released": 1}]
+    assert "| 1.11 | Django==z | none applies |" in proxy.table_row(rows[0])
+    rows = rows[1:]
     line = proxy.table_row(rows[0])
     assert line.startswith("| 3.2 | Django==x | django__django-10 | patch + test patch (test_patch 1 hunk(s) offset) | **NO** |")
     assert "| 1/1 / - | 1/2 (1 missing) / - | 12 s + tests 3 s | abc1234 |" in line
