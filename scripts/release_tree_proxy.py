@@ -216,7 +216,8 @@ def table_row(row: dict) -> str:
         extra = ", ".join(f"{c[k]} {k}" for k in ("failed", "missing") if c.get(k))
         return f"{c.get('passed')}/{c.get('listed')}" + (f" ({extra})" if extra else "")
 
-    version = row["spec"].partition("@")[2]
+    repo, _, number = row["spec"].partition("@")
+    version = f"{repo.rpartition('/')[2]} {number}"
     if not row.get("gold"):
         if not row.get("instance"):
             return f"| {version} | {row['sdist']} | none applies | - | - | - | - | - | - | {row['harness_commit']} |"

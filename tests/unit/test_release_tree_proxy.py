@@ -201,10 +201,10 @@ def test_collected_rows_are_ordered_by_version_and_render_as_table_lines(proxy, 
     assert written["rows"] == rows[1:]                                                  # 3.2 before 3.10
     assert written["choices"] == [{"spec": "django/django@1.11", "sdist": "Django==z", "chosen": None,
                                    "records_tried": 1, "already_released": 1}]
-    assert "| 1.11 | Django==z | none applies |" in proxy.table_row(rows[0])
+    assert "| django 1.11 | Django==z | none applies |" in proxy.table_row(rows[0])
     rows = rows[1:]
     line = proxy.table_row(rows[0])
-    assert line.startswith("| 3.2 | Django==x | django__django-10 | patch + test patch (test_patch 1 hunk(s) offset) | **NO** |")
+    assert line.startswith("| django 3.2 | Django==x | django__django-10 | patch + test patch (test_patch 1 hunk(s) offset) | **NO** |")
     assert "| 1/1 / - | 1/2 (1 missing) / - | 12 s + tests 3 s | abc1234 |" in line
     assert "not run" in line                                                            # no empty run in this summary
     none = proxy.table_row(proxy.compact(proxy.summarize("Django==y", "django/django@1.11", "b" * 40, [], None, [], {}, "c")))
