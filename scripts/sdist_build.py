@@ -79,6 +79,27 @@ def as_checkout(repo: Path) -> list[str]:
     return dropped
 
 
+def sdist_repository(sdist: str, work: Path) -> tuple[Path, str, list[str]]:
+    """``NAME==VERSION``'s sdist from the index as a one-commit git repository ``work/repo``
+    (what a checkout has: ``as_checkout``). Returns the repository, its commit and the paths
+    ``as_checkout`` removed."""
+    from harness.preparation.wheelhouse import download_sdist
+    name, _, version = sdist.partition("==")
+    archive = download_sdist(name, version, work, work / "download.log")
+    repo = work / "repo"
+    shutil.rmtree(repo, ignore_errors=True)
+    shutil.rmtree(work / "unpacked", ignore_errors=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(work / "unpacked", filter="data")
+    top = next((work / "unpacked").iterdir())
+    shutil.move(str(top), repo)
+    dropped = as_checkout(repo)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A", "--force")
+    git(repo, "commit", "-qm", f"{sdist} from its sdist")
+    return repo, git(repo, "rev-parse", "HEAD").strip(), dropped
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("repo", help="OWNER/NAME of the spec")
@@ -95,22 +116,10 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
 
     from harness.cli import main as harness
-    from harness.preparation.wheelhouse import download_sdist
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="sdist-build-"))
     work.mkdir(parents=True, exist_ok=True)
     name, _, version = args.sdist.partition("==")
-    sdist = download_sdist(name, version, work, work / "download.log")
-    repo = work / "repo"
-    shutil.rmtree(repo, ignore_errors=True)
-    with tarfile.open(sdist) as tar:
-        tar.extractall(work / "unpacked", filter="data")
-    top = next((work / "unpacked").iterdir())
-    shutil.move(str(top), repo)
-    dropped = as_checkout(repo)
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "add", "-A", "--force")
-    git(repo, "commit", "-qm", f"{args.sdist} from its sdist")
-    base = git(repo, "rev-parse", "HEAD").strip()
+    repo, base, dropped = sdist_repository(args.sdist, work)
 
     package_dir = args.package_dir or args.package
     test_path = f"{package_dir}/tests/test_harness_sdist_build.py"

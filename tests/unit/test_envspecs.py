@@ -108,7 +108,8 @@ def test_a_reinstall_after_every_patch_needs_an_environment_that_rebuilds_in_pla
 
 # ------------------------------------------------------------------ the project's specs
 
-#: SWE-bench v4.1.0 swebench/harness/constants/python.py: the Python of every Lite version.
+#: SWE-bench v4.1.0 swebench/harness/constants/python.py: the Python of every Lite version
+#: (and of the Verified versions whose Python a base provides).
 SWE_BENCH_PYTHON = {
     "sphinx-doc/sphinx": {v: "3.9" for v in ("3.0", "3.1", "3.2", "3.3", "3.4", "3.5", "4.0", "4.1", "4.2", "4.3", "5.0",
                                               "5.1", "5.2", "7.1", "7.2")},
@@ -121,7 +122,10 @@ SWE_BENCH_PYTHON = {
     "psf/requests": {v: "3.9" for v in ("0.14", "1.1", "2.0", "2.3", "2.4", "2.7", "2.9", "2.10", "2.26", "2.27")},
     "pallets/flask": {"2.0": "3.9", "2.3": "3.11"},
     "scikit-learn/scikit-learn": {"0.20": "3.6", "0.21": "3.6", "0.22": "3.6", "1.3": "3.9"},
-    "matplotlib/matplotlib": {"3.3": "3.8", "3.5": "3.11", "3.6": "3.11", "3.7": "3.11"},
+    # 1.11 and 2.2 are pinned to 3.5, which no base provides (3.6 here, images/specs/django__django.yaml)
+    "django/django": {"3.0": "3.6", "3.1": "3.6", "3.2": "3.6", "4.0": "3.8", "4.1": "3.9", "4.2": "3.9", "5.0": "3.11"},
+    "matplotlib/matplotlib": {"3.0": "3.7", "3.1": "3.8", "3.3": "3.8", "3.4": "3.8", "3.5": "3.11", "3.6": "3.11",
+                              "3.7": "3.11"},
 }
 
 
