@@ -262,6 +262,13 @@ def harness_commit() -> str:
     return proc.stdout.strip() or "unknown"
 
 
+def _sdist_requirement(text: str) -> str:
+    name, sep, version = text.partition("==")
+    if not (sep and name.strip() and version.strip()):
+        raise argparse.ArgumentTypeError(f"expected NAME==VERSION, got {text!r}")
+    return text
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["collect"]:
@@ -272,7 +279,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("repo", help="OWNER/NAME of the spec and the records")
     p.add_argument("version", help="the spec version (the records' `version`)")
-    p.add_argument("sdist", help="NAME==VERSION on the index: the release tree")
+    p.add_argument("sdist", type=_sdist_requirement, help="NAME==VERSION on the index: the release tree")
     p.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the Verified records (JSONL)")
     p.add_argument("--instance-id", help="only this record (still checked to apply)")
     p.add_argument("--work-dir", type=Path)
@@ -285,7 +292,12 @@ def main(argv=None) -> int:
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="release-tree-"))
     work.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    repo, base, dropped = sdist_repository(args.sdist, work)
+    from harness.errors import HarnessError
+    try:
+        repo, base, dropped = sdist_repository(args.sdist, work)
+    except HarnessError as exc:
+        print(f"release_tree_proxy: {args.sdist}: {exc}", file=sys.stderr)
+        return 2
     records = [json.loads(line) for line in args.data.read_text().splitlines() if line.strip()]
     chosen, tried = choose(candidates(records, args.repo, args.version, args.instance_id),
                            lambda patch: check_apply(repo, patch))

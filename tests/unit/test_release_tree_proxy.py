@@ -220,3 +220,25 @@ def test_an_empty_run_skipped_after_an_invalid_reference_says_so(proxy):
     line = proxy.table_row(row)
     assert "| **INVALID** (environment_build_failed) | not run (reference INVALID) |" in line
     assert "0/1 (1 failed) / - |" in line
+
+
+def test_a_release_that_is_not_name_equals_version_is_refused_before_anything_runs(proxy, capsys, tmp_path):
+    with pytest.raises(SystemExit) as exit_:
+        proxy.main(["django/django", "4.2", "Django", "--check-only", "--work-dir", str(tmp_path / "w")])
+    assert exit_.value.code == 2
+    assert "expected NAME==VERSION, got 'Django'" in capsys.readouterr().err
+    assert not (tmp_path / "w").exists()
+
+
+def test_a_release_the_index_cannot_give_is_one_line_and_exit_2(proxy, capsys, monkeypatch, tmp_path):
+    from harness.errors import ImageBuildError
+
+    def no_such_release(sdist, work):
+        raise ImageBuildError(f"{sdist} has neither a wheel for the target nor an sdist on the index")
+
+    monkeypatch.setattr(proxy, "sdist_repository", no_such_release)  # the index is the fault injected
+    code = proxy.main(["django/django", "4.2", "Django==0.0.0.1", "--check-only", "--work-dir", str(tmp_path / "w")])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert err.strip() == ("release_tree_proxy: Django==0.0.0.1: Django==0.0.0.1 has neither a wheel for the "
+                           "target nor an sdist on the index")
