@@ -122,8 +122,9 @@ def run_tests(bench: "W.Bench", name: str, args, publish) -> dict:
 
     def probe() -> dict:
         t = run.elapsed()
-        sample = {"t": round(t, 1), "engine": bench.disk.used(), "host_free": M.free_bytes(args.work_dir),
-                  "load1": os.getloadavg()[0], "cpu": {k: round(u + s, 2) for k, (u, s) in bench.cpu_now().items()}}
+        sample = {"t": round(t, 1), "engine": bench.disk.used(), "engine_file": bench.disk.host_bytes(),
+                  "host_free": M.free_bytes(args.work_dir), "load1": os.getloadavg()[0],
+                  "cpu": {k: round(u + s, 2) for k, (u, s) in bench.cpu_now().items()}}
         if sample["host_free"] < args.min_free * GB and not run.stopped:
             run.stop(f"the host's free space fell to {sample['host_free'] / GB:.1f} GB: the tests were stopped")
         if t - last_sizes["t"] >= args.du_every:

@@ -13,8 +13,10 @@ repositories; the chosen records run in dataset order, as the whole set would.
 
 **The engine**: a private ``dockerd`` started here (``tests/fixtures/services.py``'s
 PrivateEngine), its data root on a loop-mounted file system of its own
-(``benchmarks/_measure.py``: its disk is read exactly, and its size caps it so that the
-host keeps ``--min-free``), its daemons and its containers (build steps included) in
+(``benchmarks/_measure.py``: its disk is read exactly, its size caps it so that the
+host keeps ``--min-free``, and it is mounted with ``discard``, so what the engine frees
+leaves the host's disk too; each sample also has the file's own size on the host,
+``engine_file``), its daemons and its containers (build steps included) in
 cpuacct cgroups of their own. The harness gets ``DOCKER_HOST``, a fresh cache directory,
 a fresh state directory, fresh ``uv`` and ``pip`` caches, and no pip configuration (this
 machine's pip reads local package indexes; ``--host-pip-config`` keeps them): the cold
@@ -365,8 +367,8 @@ class Bench:
         def probe() -> dict:
             t = run.elapsed()
             sample = {"t": round(t, 1), "done": C.count_reports(run_dir), "engine": self.disk.used(),
-                      "host_free": M.free_bytes(args.work_dir), "load1": os.getloadavg()[0],
-                      "cpu": {k: round(u + s, 2) for k, (u, s) in self.cpu_now().items()}}
+                      "engine_file": self.disk.host_bytes(), "host_free": M.free_bytes(args.work_dir),
+                      "load1": os.getloadavg()[0], "cpu": {k: round(u + s, 2) for k, (u, s) in self.cpu_now().items()}}
             if t - last_sizes["t"] >= args.du_every:
                 last_sizes.update(t=t, sizes=self.sizes(run_dir))
                 sample["sizes"] = last_sizes["sizes"]
