@@ -13,17 +13,6 @@ from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parent.parent.parent / "benchmarks"
-
-
-@pytest.fixture(scope="module")
-def M():
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import _measure
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-    return _measure
 
 
 #: a command that starts a grandchild (``sleep 60``), writes its pid to ``grandchild.pid``, then sleeps

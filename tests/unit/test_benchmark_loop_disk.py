@@ -5,24 +5,12 @@ leave the host's disk too, or the host's free-space floor (--min-free) stops a r
 from __future__ import annotations
 
 import os
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parent.parent.parent / "benchmarks"
 MB = 1024 ** 2
-
-
-@pytest.fixture(scope="module")
-def M():
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import _measure
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-    return _measure
 
 
 @pytest.fixture
