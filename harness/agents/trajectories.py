@@ -116,23 +116,29 @@ class RecordedTrajectory:
         return _fill_costs([s.cost for s in self.steps], self.instance_cost)
 
 
+def _running_sum(costs: Sequence[float]) -> float:
+    total = 0.0
+    for cost in costs:  # in order, as mini-swe-agent's model adds them
+        total += cost
+    return total
+
+
 def _fill_costs(costs: Sequence[float | None], total: float) -> list[float]:
     known = math.fsum(c for c in costs if c is not None)
-    missing = sum(c is None for c in costs)
-    share = max(total - known, 0.0) / missing if missing else 0.0
+    missing = [i for i, c in enumerate(costs) if c is None]
+    share = max(total - known, 0.0) / len(missing) if missing else 0.0
     filled = [share if c is None else c for c in costs]
-    if not filled:
+    if not filled or _running_sum(filled) == total:
         return filled
-    running = 0.0
-    for cost in filled[:-1]:
-        running += cost
-    last = total - running
-    # float subtraction can leave running + last one ulp away from total: walk to the exact value
-    for _ in range(8):
-        if running + last == total:
+    # the float residue goes to the last filled step (the last step when every cost was recorded),
+    # walked one ulp at a time until the running sum is the total exactly
+    at = missing[-1] if missing else len(filled) - 1
+    filled[at] = max(filled[at] + (total - _running_sum(filled)), 0.0)
+    for _ in range(64):
+        reached = _running_sum(filled)
+        if reached == total:
             break
-        last = math.nextafter(last, math.inf if running + last < total else -math.inf)
-    filled[-1] = max(last, 0.0)
+        filled[at] = max(math.nextafter(filled[at], math.inf if reached < total else -math.inf), 0.0)
     return filled
 
 
