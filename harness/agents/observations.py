@@ -38,20 +38,47 @@ def _sub(pattern: str, replacement: str | Callable[[re.Match[str]], str], flags:
     return lambda text: compiled.sub(replacement, text)
 
 
-def _pytest_summary(match: re.Match[str]) -> str:
-    # the "=" padding centres the line, so a longer duration shortens it: both go
-    padded = match.group("pad") is not None
-    body = f"{match.group('body')} in <duration>"
-    return f"= {body} =" if padded else body
+# The rules run on a replay's observations (hostile output), so each stays linear in the text: no pattern
+# with nested or adjacent unbounded repeats over one line; the two structural rules use string search.
+_DURATION_END = re.compile(r" in \d+(?:\.\d+)?(?:s| seconds)(?: \(\d+:\d\d:\d\d\))?(?P<pad> =+)?$")
+_OUTCOME = re.compile(rf"\b{_PYTEST_OUTCOMES}\b")
+
+
+def _pytest_durations(text: str) -> str:
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        end = _DURATION_END.search(line) if " in " in line else None
+        if end is None:
+            continue
+        head = line[:end.start()]
+        # the "=" padding centres the line, so a longer duration shortens it: both go
+        padded = end.group("pad") is not None and head.startswith("=")
+        body = head.lstrip("=").removeprefix(" ") if padded else head
+        if _OUTCOME.search(body):
+            lines[i] = f"= {body} in <duration> =" if padded else f"{body} in <duration>"
+    return "\n".join(lines)
+
+
+_HEAD, _HEAD_END = "<output_head>\n", "\n</output_head>\n<elided_chars>\n"
+_COUNT_END, _TAIL_END = " characters elided\n</elided_chars>\n<output_tail>\n", "\n</output_tail>"
 
 
 def _elided(text: str) -> str:
     # Past 10,000 characters mini-swe-agent's SWE-bench template shows the first and last 5,000 and the
     # count of the rest. The cuts fall at fixed character offsets, so a one-character difference anywhere
     # (a duration's digits) moves them: the count goes, and so do the partial lines at the cuts.
-    text = re.sub(r"(<elided_chars>\n)\d+( characters elided)", r"\1<n>\2", text)
-    text = re.sub(r"(<output_head>\n(?:.*\n)*?)[^\n]*(\n</output_head>)", r"\1<cut>\2", text)
-    return re.sub(r"(<output_tail>\n)[^\n]*\n", r"\1<cut>\n", text)
+    head = text.find(_HEAD)
+    head_end = text.find(_HEAD_END, head) if head >= 0 else -1
+    count_end = text.find(_COUNT_END, head_end) if head_end >= 0 else -1
+    tail_end = text.rfind(_TAIL_END)
+    if min(head, head_end, count_end) < 0 or tail_end < count_end + len(_COUNT_END):
+        return text
+    head_text = text[head + len(_HEAD):head_end]
+    tail_text = text[count_end + len(_COUNT_END):tail_end]
+    kept_head = head_text[:head_text.rfind("\n") + 1] + "<cut>"
+    kept_tail = "<cut>" + tail_text[tail_text.find("\n"):] if "\n" in tail_text else "<cut>"
+    return (text[:head + len(_HEAD)] + kept_head + _HEAD_END + "<n>" + _COUNT_END + kept_tail
+            + text[tail_end:])
 
 
 #: The normalisation, applied in this order to the recorded and the replayed observation alike.
@@ -59,8 +86,7 @@ RULES: tuple[Rule, ...] = (
     Rule("pytest_duration",
          "pytest's summary line ends with the session's wall time ('in 0.25s', 'in 0.03 seconds' before "
          "pytest 5.4, '(0:01:02)' past a minute); it differs on every run",
-         _sub(rf"^(?P<pad>=+ )?(?P<body>[^\n]*\b{_PYTEST_OUTCOMES}\b[^\n]*?) in \d+(?:\.\d+)?(?:s| seconds)"
-              r"(?: \(\d+:\d\d:\d\d\))?(?(pad) =+)$", _pytest_summary, re.M)),
+         _pytest_durations),
     Rule("unittest_duration",
          "unittest's 'Ran N tests in 0.032s' is wall time as well",
          _sub(r"^(Ran \d+ tests? in )\d+(?:\.\d+)?s$", r"\1<duration>", re.M)),
@@ -95,14 +121,17 @@ def normalise_observation(text: str) -> str:
     return text
 
 
-_TIMEOUT_OUTPUT = re.compile(r"(The output of the command was:\n <output>\n).*(\n</output>)", re.DOTALL)
+_TIMEOUT_OUTPUT, _TIMEOUT_OUTPUT_END = "The output of the command was:\n <output>\n", "\n</output>"
 
 
 def without_partial_output(timeout_message: str) -> str:
     """A timeout message without the output the killed command had written: how far a command got
     before the timeout killed it depends on the machine's speed, not on what it computes. The command
     and the fact of the timeout stay."""
-    return _TIMEOUT_OUTPUT.sub(r"\1<partial output>\2", timeout_message, count=1)
+    start, end = timeout_message.find(_TIMEOUT_OUTPUT), timeout_message.rfind(_TIMEOUT_OUTPUT_END)
+    if start < 0 or end < start + len(_TIMEOUT_OUTPUT):
+        return timeout_message
+    return timeout_message[:start + len(_TIMEOUT_OUTPUT)] + "<partial output>" + timeout_message[end:]
 
 
 def first_difference(left: str, right: str) -> tuple[int, str, str] | None:

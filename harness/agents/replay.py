@@ -31,9 +31,11 @@ from harness.agents.trajectories import (SUBMISSION, TIMEOUT, Observation, Recor
                                          parse_messages)
 from harness.results.run_data import repo_of
 
-#: How much of a diverging step's observations replay.json keeps, per side (characters).
+#: How much of a diverging step's observations replay.json keeps, per side (characters), and for how many
+#: diverging steps (the later ones keep their first differing line only): replay.json stays small
 HEAD_CHARS = 2000
 LINE_CHARS = 400
+HEADS_KEPT = 20
 
 
 def _comparable(observation: Observation) -> str:
@@ -60,7 +62,7 @@ class StepComparison:
     difference: tuple[int, str, str] | None = None
     heads: tuple[str, str] | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, *, heads: bool = True) -> dict[str, Any]:
         data: dict[str, Any] = {"step": self.step, "equal": self.equal,
                                 "recorded_returncode": self.returncodes[0],
                                 "replayed_returncode": self.returncodes[1]}
@@ -72,7 +74,7 @@ class StepComparison:
             line, recorded, replayed = self.difference
             data["first_difference"] = {"line": line, "recorded": recorded[:LINE_CHARS],
                                         "replayed": replayed[:LINE_CHARS]}
-        if self.heads is not None:
+        if self.heads is not None and heads:
             data["recorded_head"], data["replayed_head"] = self.heads
         return data
 
@@ -164,8 +166,15 @@ class ReplayComparison:
             "normalisation": [rule.name for rule in RULES],
             "submission": self.submission.to_json(),
             "tree_patch_vs_submission": None if self.tree_patch is None else self.tree_patch.to_json(),
-            "steps": [s.to_json() for s in self.steps],
+            "steps": self._steps_json(),
         }
+
+    def _steps_json(self) -> list[dict[str, Any]]:
+        steps, diverging = [], 0
+        for step in self.steps:
+            diverging += not step.equal
+            steps.append(step.to_json(heads=diverging <= HEADS_KEPT))
+        return steps
 
 
 def compare_replay(recorded: RecordedTrajectory, replayed_messages: Sequence[Mapping[str, Any]],

@@ -158,9 +158,11 @@ def parse_patch(text: str) -> tuple[str, dict[str, FilePatch]]:
         else:
             preamble.append(line)
     files: dict[str, FilePatch] = {}
+    seen: Counter[str] = Counter()
     for key, lines in blocks:
-        while key in files:  # the same file twice in one diff: both kept, in order
-            key += " "
+        seen[key] += 1
+        if seen[key] > 1:  # the same file twice in one diff: both kept, in order
+            key = f"{key} (#{seen[key]})"
         files[key] = _file_patch(key, lines)
     return "\n".join(preamble).strip("\n"), files
 

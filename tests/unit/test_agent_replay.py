@@ -170,6 +170,20 @@ def test_a_long_output_s_cuts_move_with_a_duration_but_a_changed_line_still_coun
     assert normalise_observation(changed) != normalise_observation(fast)
     shorter = render(body[:-100] + "==== 12 failed, 3000 passed in 9.87s ====\n")
     assert normalise_observation(shorter) != normalise_observation(fast)  # the tail's whole lines differ
+    # a duration near the start moves the head's cut too
+    early = render("Ran 3 tests in 0.032s\n" + body)
+    later = render("Ran 3 tests in 10.032s\n" + body)
+    assert early.split("</output_head>")[0] != later.split("</output_head>")[0][:-1]
+    assert normalise_observation(early) == normalise_observation(later)
+
+
+def test_durations_are_erased_only_in_pytest_s_and_unittest_s_summary_forms():
+    assert normalise_observation("===== 2 failed, 1 passed, 3 warnings in 1.52s =====") == \
+        "= 2 failed, 1 passed, 3 warnings in <duration> ="
+    assert normalise_observation("1 passed in 0.03 seconds") == "1 passed in <duration>"
+    assert normalise_observation("Ran 12 tests in 0.018s") == "Ran 12 tests in <duration>"
+    for kept in ("Finished in 0.25s", "===== sleeping in 1.50s =====", "1 passed in 0.03 seconds, then more"):
+        assert normalise_observation(kept) == kept
 
 
 def test_a_timeout_is_compared_without_the_killed_command_s_partial_output(loaded, messages):
@@ -356,3 +370,17 @@ def test_the_summary_pools_per_repository_and_renders_as_markdown(loaded, messag
     table = render_replay_summary(summary)
     assert "| pytest-dev/pytest | 19 | 19 | 19 |" in table and "| **all** | 62 |" in table
     assert f"({pytest_steps - 19}/{pytest_steps})" in table
+
+
+def test_replay_json_keeps_the_heads_of_the_first_diverging_steps_only(loaded, messages):
+    instance_id = "pytest-dev__pytest-7490"  # 97 steps
+    replayed = copy.deepcopy(messages[instance_id])
+    for step in range(1, 41):
+        replayed[observation_index(replayed, step)]["content"] += "x" * 5000
+    data = compare_replay(loaded[instance_id], replayed, loaded[instance_id].submission).to_json()
+    diverging = [s for s in data["steps"] if not s["equal"]]
+    assert len(diverging) == 40 and data["first_divergent_step"] == 1
+    assert all(len(s["recorded_head"]) <= 2000 and len(s["replayed_head"]) <= 2000 for s in diverging[:20])
+    assert not any("recorded_head" in s for s in diverging[20:])
+    assert all("first_difference" in s for s in diverging)
+    assert len(json.dumps(data)) < 150_000
