@@ -104,16 +104,24 @@ class RecordedTrajectory:
         return [step.output for step in self.steps]
 
     @property
+    def cost_limit(self) -> float | None:
+        """The scaffold's per-attempt cost limit (``config.agent.cost_limit``; None when unset or 0)."""
+        agent = self.config.get("agent")
+        limit = agent.get("cost_limit") if isinstance(agent, dict) else None
+        return float(limit) if _number(limit) and limit > 0 else None
+
+    @property
     def step_costs(self) -> list[float]:
         """One cost per step, whose running sum ends exactly at ``instance_cost``.
 
         mini-swe-agent stops when ``cost_limit <= model.cost`` before a call, ``model.cost`` being the
         running float sum of the calls' costs; a replay adding these in order reaches the same sums, so a
         cost limit trips at the step where it tripped. Recorded costs are kept. Missing ones (a model
-        class that records none) share what the recorded ones leave of ``instance_cost`` equally; the last
-        step absorbs the float residue, so the final sum is ``instance_cost`` to the bit.
+        class that records none) share what the recorded ones leave of ``instance_cost`` equally, except
+        that the sum before the last call stays below the cost limit (the recording made that call, so its
+        sum was below); the last missing one takes the rest, to the bit.
         """
-        return _fill_costs([s.cost for s in self.steps], self.instance_cost)
+        return _fill_costs([s.cost for s in self.steps], self.instance_cost, self.cost_limit)
 
 
 def _running_sum(costs: Sequence[float]) -> float:
@@ -123,14 +131,23 @@ def _running_sum(costs: Sequence[float]) -> float:
     return total
 
 
-def _fill_costs(costs: Sequence[float | None], total: float) -> list[float]:
+def _fill_costs(costs: Sequence[float | None], total: float, limit: float | None = None) -> list[float]:
     known = math.fsum(c for c in costs if c is not None)
     missing = [i for i, c in enumerate(costs) if c is None]
     share = max(total - known, 0.0) / len(missing) if missing else 0.0
     filled = [share if c is None else c for c in costs]
-    if not filled or _running_sum(filled) == total:
+    if not filled:
         return filled
-    # the float residue goes to the last filled step (the last step when every cost was recorded),
+    before_last = [i for i in missing if i < len(filled) - 1]
+    if limit is not None and before_last and missing[-1] == len(filled) - 1 \
+            and _running_sum(filled[:-1]) >= limit:
+        # even shares would trip the limit a call early: the earlier missing steps share what stays below it
+        room = max(limit - math.fsum(c for c in costs[:-1] if c is not None), 0.0)
+        for i in before_last:
+            filled[i] = room / (len(before_last) + 1)
+    if _running_sum(filled) == total:
+        return filled
+    # the float residue goes to the last missing step (the last step when every cost was recorded),
     # walked one ulp at a time until the running sum is the total exactly
     at = missing[-1] if missing else len(filled) - 1
     filled[at] = max(filled[at] + (total - _running_sum(filled)), 0.0)

@@ -250,3 +250,26 @@ def test_a_run_that_ended_on_a_limit_keeps_its_last_message_as_an_exit(found, tm
     recorded = load_trajectory(write(tmp_path, SMALL, data))
     assert recorded.exit_status == "LimitsExceeded"
     assert [o.kind for o in recorded.steps[-1].observations] == [OBSERVATION, EXIT]
+
+
+def test_filled_costs_trip_a_cost_limit_after_the_last_call_as_the_recording_did(found, tmp_path):
+    data = raw(found, SMALL)
+    for message in data["messages"]:
+        if message["role"] == "assistant":
+            message["extra"]["response"]["usage"].pop("cost")
+    # as if the run had ended on its cost limit: the total is past the limit, the calls all happened
+    data["messages"].append({"role": "user", "content": ""})
+    data["info"].update(exit_status="LimitsExceeded")
+    data["info"]["config"]["agent"]["cost_limit"] = 3.0
+    data["info"]["model_stats"]["instance_cost"] = 3.6
+    recorded = load_trajectory(write(tmp_path, SMALL, data))
+    assert recorded.cost_source == "filled" and recorded.cost_limit == 3.0
+    sums, running = [], 0.0
+    for cost in recorded.step_costs:
+        sums.append(running)  # what the agent compares with the limit before each call
+        running += cost
+    assert running == 3.6 and all(s < 3.0 for s in sums)
+    # with no limit to respect, the shares are equal
+    data["info"]["config"]["agent"]["cost_limit"] = 0
+    even = load_trajectory(write(tmp_path, SMALL, data)).step_costs
+    assert max(even) - min(even) < 1e-12
