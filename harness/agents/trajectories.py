@@ -107,7 +107,7 @@ class RecordedTrajectory:
     def cost_limit(self) -> float | None:
         """The scaffold's per-attempt cost limit (``config.agent.cost_limit``; None when unset or 0)."""
         agent = self.config.get("agent")
-        limit = agent.get("cost_limit") if isinstance(agent, dict) else None
+        limit: Any = agent.get("cost_limit") if isinstance(agent, dict) else None
         return float(limit) if _number(limit) and limit > 0 else None
 
     @property
