@@ -4,13 +4,13 @@ same command in the same environment, and nothing else.
 Observation agreement measures environment parity (issue 35), so a rule may only erase what a second run
 of the same command on the same image would change anyway. Each rule below names what varies and why;
 everything else (interpreter paths, package versions, the return code, an assertion message, an output's
-length) stays, because there the environments really differ. The rules were read off the 2,620
-observations of the 62 shared mini-swe-agent trajectories.
+length) stays, because there the environments really differ. The rules were read off the 2,681
+messages that answered a model output in the 62 shared mini-swe-agent trajectories.
 
-Considered and left out: process ids (none of those observations prints one, and a rule keyed to bare
-numbers next to "pid" would erase real differences where one does) and dates in general (xarray's tests
-print data dates such as ``2000-01-01 00:00:00``; only the wall-clock stamp of an HTTP server's request log
-is erased). Also left: signed cookies in flask's assertion messages carry a timestamp (a few steps of
+Considered and left out: process ids (none of those messages prints one, "pid" occurs only in pytest's
+source shown by a command, and a rule keyed to bare numbers next to "pid" would erase real differences
+where one does) and dates in general (xarray's tests print data dates such as ``2000-01-01 00:00:00``;
+only the wall-clock stamp of an HTTP server's request log is erased). Also left: signed cookies in flask's assertion messages carry a timestamp (a few steps of
 one instance); they stay a difference rather than a rule that could hide a wrong cookie.
 
 A timeout message is compared without the partial output of the killed command
