@@ -308,9 +308,9 @@ def agent_block(results: Iterable[Any], total_ids: Iterable[str]) -> dict[str, A
                                 cost=r.cost, steps=r.steps, agent_seconds=r.agent_seconds,
                                 exit_status=r.exit_status)
         try:
-            stats.validate_attempts({r.instance_id: [attempt]})
+            stats.check_attempt(f"{r.instance_id} attempt {number}", attempt)
         except ValueError as exc:
-            unreadable.append(f"{r.instance_id} attempt {number}: {exc}")
+            unreadable.append(str(exc))
             continue
         numbered.setdefault(r.instance_id, {})[number] = attempt
         repos.setdefault(r.instance_id, r.repo if isinstance(r.repo, str) and r.repo else repo_of(r.instance_id))

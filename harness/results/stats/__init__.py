@@ -20,7 +20,7 @@ Conventions used throughout:
 
 from harness.results.stats.attempts import (Attempt, AttemptSummary, BudgetResult, CostSummary, PassKRow,
                                             budget_success, cost_summary, first_attempt_rate, mean_pass_k, pass_k_table,
-                                            summarize_attempts, validate_attempts)
+                                            summarize_attempts, validate_attempts, check_attempt)
 from harness.results.stats.distribution import Distribution, distribution
 from harness.results.stats.rates import (CONFIDENCE, RateWithInterval, mcnemar_exact, paired_bootstrap_diff,
                                          pass_at_k, pass_hat_k, percentile, rate_with_interval, wilson_interval)
@@ -49,4 +49,5 @@ __all__ = [
     "cost_summary",
     "summarize_attempts",
     "validate_attempts",
+    "check_attempt",
 ]

@@ -50,33 +50,33 @@ AttemptsByInstance = Mapping[str, Sequence[Attempt]]
 
 def validate_attempts(instances: AttemptsByInstance) -> None:
     """Raise ValueError naming the instance, the attempt and the field of the first
-    malformed attempt (negative or non-finite cost or seconds, negative calls or steps, ...)."""
+    malformed attempt (see :func:`check_attempt`)."""
     if not isinstance(instances, Mapping):
         raise ValueError("attempts must be a mapping of instance id -> list of Attempt")
     for instance_id, attempts in instances.items():
         for index, attempt in enumerate(attempts, start=1):
-            if not isinstance(attempt, Attempt):
-                raise ValueError(f"{instance_id} attempt {index}: expected Attempt, got {type(attempt).__name__}")
-            if attempt.calls is not None:
-                check_int(f"{instance_id} attempt {index} calls", attempt.calls)
-            if attempt.cost is not None:
-                if isinstance(attempt.cost, bool) or not isinstance(attempt.cost, (int, float)) \
-                        or not math.isfinite(attempt.cost) or attempt.cost < 0:
-                    raise ValueError(f"{instance_id} attempt {index}: cost must be a finite number >= 0, "
-                                     f"got {attempt.cost!r}")
-            if attempt.steps is not None:
-                check_int(f"{instance_id} attempt {index} steps", attempt.steps)
-            if attempt.agent_seconds is not None:
-                seconds = attempt.agent_seconds
-                if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) \
-                        or not math.isfinite(seconds) or seconds < 0:
-                    raise ValueError(f"{instance_id} attempt {index}: agent_seconds must be a finite number >= 0, "
-                                     f"got {seconds!r}")
-            if attempt.exit_status is not None and not isinstance(attempt.exit_status, str):
-                raise ValueError(f"{instance_id} attempt {index}: exit_status must be a string, "
-                                 f"got {type(attempt.exit_status).__name__}")
-            if attempt.lost and not attempt.infra_error:
-                raise ValueError(f"{instance_id} attempt {index}: a lost attempt is an infra error")
+            check_attempt(f"{instance_id} attempt {index}", attempt)
+
+
+def check_attempt(label: str, attempt: Attempt) -> None:
+    """Raise ValueError, starting with ``label``, when ``attempt`` is malformed: not an
+    Attempt, negative or non-finite cost or seconds, calls or steps not an int >= 0, an
+    exit status not a string, or a lost attempt that is not an infra error."""
+    if not isinstance(attempt, Attempt):
+        raise ValueError(f"{label}: expected Attempt, got {type(attempt).__name__}")
+    if attempt.calls is not None:
+        check_int(f"{label} calls", attempt.calls)
+    for name in ("cost", "agent_seconds"):
+        value = getattr(attempt, name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not math.isfinite(value) or value < 0):
+            raise ValueError(f"{label}: {name} must be a finite number >= 0, got {value!r}")
+    if attempt.steps is not None:
+        check_int(f"{label} steps", attempt.steps)
+    if attempt.exit_status is not None and not isinstance(attempt.exit_status, str):
+        raise ValueError(f"{label}: exit_status must be a string, got {type(attempt.exit_status).__name__}")
+    if attempt.lost and not attempt.infra_error:
+        raise ValueError(f"{label}: a lost attempt is an infra error")
 
 
 @dataclass(frozen=True)
