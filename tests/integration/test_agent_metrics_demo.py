@@ -47,3 +47,11 @@ def test_summary_agent_block_holds_the_hand_computed_figures(agent_run):
     assert agent["repos"]["harness-demo/inventory"]["cost"]["per_resolved_instance"] is None  # nothing resolved
     # the pages are built from the same reports and show the same vector
     assert load_run_report(agent_run).agent.to_json() == agent
+
+
+def test_harness_report_regrades_and_keeps_the_same_agent_block(agent_run):
+    from harness.cli import main
+    before = json.loads((agent_run / "summary.json").read_text())["agent"]
+    assert main(["report", str(agent_run)]) == 0  # re-grades from the saved outputs, rewrites summary.json
+    after = json.loads((agent_run / "summary.json").read_text())
+    assert after["agent"] == before and after["regraded_changed_ids"] == []
