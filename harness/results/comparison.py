@@ -14,11 +14,11 @@ from typing import Any
 from harness.results import stats
 from harness.results.agent_metrics import AgentMetrics
 from harness.results.run_data import InstanceEvidence
+
 # a rate with its interval is the stats module's; its names stay importable from here
 from harness.results.stats.rates import CONFIDENCE as CONFIDENCE
 from harness.results.stats.rates import RateWithInterval as RateWithInterval
 from harness.results.stats.rates import rate_with_interval as rate_with_interval
-
 BOOTSTRAP_ITERATIONS = 10_000
 
 

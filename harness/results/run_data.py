@@ -30,8 +30,9 @@ from harness.errors import InputError
 from harness.paths import PAGE, InstanceFiles, RunPaths, attempt_dir_name, attempt_number
 from harness.results import stats
 from harness.results._io import expect_dict, id_list, optional, read_json, str_list
+from harness.results.report import DISJOINT_FROM_RESOLVED
 # the infra-error origins and the repository slice key are the summary's (one rule for both)
-from harness.results.report import DISJOINT_FROM_RESOLVED, INFRA_ORIGINS, repo_of
+from harness.results.report import INFRA_ORIGINS, repo_of
 
 __all__ = ["INFRA_ORIGINS", "SAFE_ID", "page_path", "InstanceEvidence", "InstanceFigures", "InstanceOutcome", "RunData",
            "repo_of", "load_run"]
@@ -196,8 +197,16 @@ def _parse_report(path: Path, expected_id: str) -> dict:
             lists[f"{group}.{outcome}"] = str_list(block.get(outcome), path, expected_id,
                                                    f"tests_status.{group}.{outcome}")
     integrity = optional(report, "integrity", (dict,), path, expected_id) or {}
-    calls, steps = (_count(report, name, path, expected_id) for name in ("calls", "steps"))
-    cost, agent_seconds = (_amount(report, name, path, expected_id) for name in ("cost", "agent_seconds"))
+    calls = optional(report, "calls", (int,), path, expected_id)
+    if calls is not None and calls < 0:
+        raise InputError("must be >= 0", source=str(path), record=expected_id, field="calls")
+    cost = optional(report, "cost", (int, float), path, expected_id)
+    if cost is not None and not (cost >= 0 and cost != float("inf")):
+        raise InputError("must be a finite number >= 0", source=str(path), record=expected_id, field="cost")
+
+    # what the agent's prediction said of the attempt (harness.inputs.predictions.AGENT_FIELDS)
+    steps = _count(report, "steps", path, expected_id)
+    agent_seconds = _amount(report, "agent_seconds", path, expected_id)
     return {
         "resolved": report["resolved"],
         "repo": optional(report, "repo", (str,), path, expected_id),
@@ -213,7 +222,7 @@ def _parse_report(path: Path, expected_id: str) -> dict:
         "integrity_flags": str_list(integrity.get("flags"), path, expected_id, "integrity.flags"),
         "attempt": optional(report, "attempt", (int,), path, expected_id),
         "calls": calls,
-        "cost": cost,
+        "cost": float(cost) if cost is not None else None,
         "steps": steps,
         "agent_seconds": agent_seconds,
         "exit_status": optional(report, "exit_status", (str,), path, expected_id),
