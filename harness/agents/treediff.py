@@ -1,29 +1,25 @@
 """A working tree read out of a sandbox, turned into a patch on the host (*tree truth*).
 
 The tree arrives as the engine's tar stream of ``/testbed`` (harness/engine/interactive.py
-``open_archive``); nothing of it runs and the sandbox's ``.git`` is never interpreted. On the
-host, in a temporary directory of its own::
+``open_archive``); nothing of it runs and the sandbox's ``.git`` is never read. On the host,
+in a temporary directory of its own::
 
-    <tmp>/tree/    the tree, materialised from the stream (every ``.git`` left out)
     <tmp>/git/     a repository of our own: config written here, no hooks, HEAD unborn,
                    objects/info/alternates -> the base's objects (the one-commit export)
     <tmp>/index    its index, seeded with the base tree (``git read-tree``)
+    <tmp>/tree/    the tree, materialised from the stream (harness/agents/treeread.py: safely,
+                   and only what differs from the base; the rest is marked ``skip-worktree``
+                   in the index, unless an attribute of the tree converts it when git adds
+                   it, and then the base's copy is written for git to read)
     <tmp>/home/    an empty HOME and XDG_CONFIG_HOME for git
 
 then ``git add -A`` and ``git diff --cached <base tree>``: what mini-swe-agent's own
 ``git add -A && git diff --cached`` submission prints (the tree's .gitignore honoured,
 untracked files included, symlinks as links, binary files as git's "Binary files ... differ"
-stub), measured against the base rather than whatever HEAD the agent left.
-
-The stream is hostile. Materialising it: each path is walked from the top with
-``O_NOFOLLOW`` directory descriptors, files are created ``O_EXCL | O_NOFOLLOW``, links are
-written as links and never followed, so nothing is written or read through a symbolic link
-and nothing lands outside ``<tmp>/tree``; absolute and ``..`` names, an entry inside a link,
-an entry twice, a hard link to something not written: refused (:class:`WorkingTreeRefused`,
-one message naming the path), as are trees past :class:`TreeLimits` (stream bytes, entries,
-depth, path length) and patches past their limit. Devices and fifos are left out (git
-records neither). A nested repository's ``.git`` is left out too, so its files are recorded
-as files (the sandbox's git would record a gitlink that no patch applies).
+stub), measured against the base rather than whatever HEAD the agent left. A tree git
+refuses (a symlinked ``.gitmodules``, a ``.GIT`` directory), past the
+:class:`~harness.agents.treeread.TreeLimits` or with a patch past its limit is refused
+(:class:`~harness.errors.WorkingTreeRefused`, one message).
 
 Git runs with no system or global configuration (``GIT_CONFIG_NOSYSTEM``,
 ``GIT_CONFIG_GLOBAL=/dev/null``, no system attributes), hooks, fsmonitor and the untracked
@@ -34,39 +30,25 @@ names is defined, so it runs nothing. Git >= 2.32 is required: it reads a tree's
 
 from __future__ import annotations
 
-import collections
-import errno
+import functools
 import hashlib
-import io
 import os
 import re
 import shutil
-import stat
 import subprocess
-import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Iterable, Iterator
+from typing import Iterable
 
-from harness.errors import InfrastructureError, WorkingTreeRefused
+from harness.agents.treeread import (BaseListing, CappedReader, TreeLimits, materialise, refused, write_files)
+from harness.errors import InfrastructureError
 
-GIT_DIR_NAME = ".git"
 #: ``mode`` of a symbolic link in git's listings
 SYMLINK_MODE = "120000"
 MIN_GIT = (2, 32)
-
-
-@dataclass(frozen=True)
-class TreeLimits:
-    """What a working tree may be. Bytes of the tar stream (``.git`` and ignored files
-    included), entries, directory depth, bytes of one path, bytes of the patch."""
-
-    stream_bytes: int = 1 << 30
-    entries: int = 500_000
-    depth: int = 256
-    path_bytes: int = 4000
-    patch_bytes: int = 32 << 20
+#: the attributes under which ``git add`` converts a file's bytes (a filter is never defined here)
+CONVERTING = ("text", "eol", "crlf", "ident", "working-tree-encoding")
 
 
 @dataclass(frozen=True)
@@ -89,214 +71,6 @@ class BaseTree:
 
     objects: Path
     tree: str
-
-
-def refused(path: str | None, why: str) -> WorkingTreeRefused:
-    where = f" at {shown(path)}" if path is not None else ""
-    return WorkingTreeRefused(f"the working tree cannot be diffed{where}: {why}")
-
-
-def shown(path: str, limit: int = 200) -> str:
-    """A hostile path made printable on one line (repr escapes newlines and the rest), cut."""
-    text = repr(path)
-    return text if len(text) <= limit else text[:limit] + "...'"
-
-
-# ----------------------------------------------------------------------------- the stream
-class CappedReader(io.RawIOBase):
-    """A readable file over an iterator of chunks that refuses past ``limit`` bytes."""
-
-    def __init__(self, chunks: Iterable[bytes], limit: int) -> None:
-        self._chunks: Iterator[bytes] = iter(chunks)
-        self._view = memoryview(b"")
-        self.limit = limit
-        self.consumed = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:
-        while not self._view:
-            try:
-                chunk = next(self._chunks)
-            except StopIteration:
-                return 0
-            self.consumed += len(chunk)
-            if self.consumed > self.limit:
-                raise refused(None, f"the tree read out of the sandbox is over {self.limit} bytes")
-            self._view = memoryview(chunk)
-        size = min(len(buffer), len(self._view))
-        buffer[:size] = self._view[:size]
-        self._view = self._view[size:]
-        return size
-
-
-def member_parts(name: str, root: str) -> tuple[str, ...] | None:
-    """The path components of a tar member under ``root`` (the archived directory's own
-    name); None for ``root`` itself. Refuses absolute names, ``.`` and ``..`` components and
-    anything outside ``root``."""
-    parts = name.rstrip("/").split("/")
-    if not parts or parts[0] != root or any(part in ("", ".", "..") for part in parts):
-        raise refused(name, "the name is absolute, empty, outside the tree or holds '.' or '..'")
-    return tuple(parts[1:]) or None
-
-
-class _Directories:
-    """Directory descriptors under a root opened without following links, a few kept."""
-
-    KEEP = 64
-
-    def __init__(self, root_fd: int) -> None:
-        self.root_fd = root_fd
-        self._open: collections.OrderedDict[tuple[str, ...], int] = collections.OrderedDict()
-
-    def fd(self, parts: tuple[str, ...], create: bool = True) -> int:
-        """The descriptor of directory ``parts`` (created when missing). Refuses a component
-        that is a link or not a directory."""
-        if not parts:
-            return self.root_fd
-        if parts in self._open:
-            self._open.move_to_end(parts)
-            return self._open[parts]
-        start = max((n for n in range(len(parts)) if parts[:n] in self._open), default=0)
-        current = self._open[parts[:start]] if start else self.root_fd
-        opened: list[int] = []
-        try:
-            for index in range(start, len(parts)):
-                name = parts[index]
-                try:
-                    current = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
-                                      dir_fd=current)
-                except FileNotFoundError:
-                    if not create:
-                        raise
-                    os.mkdir(name, 0o755, dir_fd=current)
-                    current = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
-                                      dir_fd=current)
-                except OSError as exc:
-                    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                        raise refused("/".join(parts[:index + 1]), "an entry lies under a symbolic link or a "
-                                      "file (the tree changed while it was read?)") from None
-                    raise
-                opened.append(current)
-        except BaseException:
-            for fd in opened:
-                os.close(fd)
-            raise
-        for fd in opened[:-1]:
-            os.close(fd)
-        self._open[parts] = current
-        while len(self._open) > self.KEEP:
-            os.close(self._open.popitem(last=False)[1])
-        return current
-
-    def close(self) -> None:
-        for fd in self._open.values():
-            os.close(fd)
-        self._open.clear()
-
-
-@dataclass
-class Materialised:
-    """What :func:`materialise` wrote: entries, bytes of file content, what it left out."""
-
-    entries: int = 0
-    file_bytes: int = 0
-    skipped_git: int = 0
-    skipped_special: int = 0
-
-
-def materialise(stream: IO[bytes] | io.RawIOBase, dest: Path, root: str, limits: TreeLimits) -> Materialised:
-    """Write the tar ``stream`` of directory ``root`` into the empty directory ``dest`` (see
-    the module's docstring). Raises WorkingTreeRefused, naming the path."""
-    stats = Materialised()
-    written: set[tuple[str, ...]] = set()
-    root_fd = os.open(dest, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    dirs = _Directories(root_fd)
-    name = root
-    try:
-        with tarfile.open(fileobj=stream, mode="r|", bufsize=1 << 20, encoding="utf-8",
-                          errors="surrogateescape") as tar:
-            for member in tar:
-                name = member.name
-                parts = member_parts(name, root)
-                if parts is None:
-                    continue
-                if GIT_DIR_NAME in parts:
-                    stats.skipped_git += 1
-                    continue
-                rel = "/".join(parts)
-                stats.entries += 1
-                _check_limits(rel, parts, stats, limits)
-                if not (member.isdir() or member.isreg() or member.issym() or member.islnk()):
-                    stats.skipped_special += 1
-                    continue
-                parent = dirs.fd(parts[:-1])
-                if member.isdir():
-                    _make_dir(parent, parts[-1], rel)
-                elif member.isreg():
-                    stats.file_bytes += _write_file(parent, parts[-1], tar.extractfile(member), member.mode)
-                    written.add(parts)
-                elif member.issym():
-                    os.symlink(member.linkname, parts[-1], dir_fd=parent)
-                else:
-                    source = member_parts(member.linkname, root)
-                    if source is None or source not in written:
-                        raise refused(rel, f"a hard link to {shown(member.linkname)}, which is not a file of the "
-                                      "tree the harness reads (its .git is never read)")
-                    os.link(source[-1], parts[-1], src_dir_fd=dirs.fd(source[:-1], create=False),
-                            dst_dir_fd=parent, follow_symlinks=False)
-                    written.add(parts)
-    except WorkingTreeRefused:
-        raise
-    except tarfile.TarError as exc:
-        raise InfrastructureError(f"the tree's tar stream is unreadable after {shown(name)}: {exc}") from None
-    except OSError as exc:
-        if exc.errno in (errno.EEXIST, errno.ENAMETOOLONG, errno.ELOOP, errno.ENOTDIR, errno.EISDIR):
-            raise refused(name, f"{os.strerror(exc.errno or 0)} (an entry twice, or a name the host cannot "
-                          "hold)") from None
-        raise InfrastructureError(f"writing the tree on the host failed at {shown(name)}: {exc}") from None
-    finally:
-        dirs.close()
-        os.close(root_fd)
-    return stats
-
-
-def _check_limits(rel: str, parts: tuple[str, ...], stats: Materialised, limits: TreeLimits) -> None:
-    if stats.entries > limits.entries:
-        raise refused(rel, f"the tree has more than {limits.entries} entries")
-    if len(parts) > limits.depth:
-        raise refused(rel, f"deeper than {limits.depth} directories")
-    if len(rel.encode("utf-8", "surrogateescape")) > limits.path_bytes:
-        raise refused(rel, f"a path over {limits.path_bytes} bytes")
-
-
-def _make_dir(parent: int, name: str, rel: str) -> None:
-    try:
-        os.mkdir(name, 0o755, dir_fd=parent)
-    except FileExistsError:  # created as the parent of an earlier entry: fine; anything else was written twice
-        if not stat.S_ISDIR(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode):
-            raise refused(rel, "a directory where another entry of that name was already written") from None
-
-
-def _write_file(parent: int, name: str, source: IO[bytes] | None, mode: int) -> int:
-    """Create ``name`` (never through a link, never over an entry) with ``source``'s bytes;
-    executable when the owner's x bit is set (the only mode bit git records)."""
-    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 0o755 if mode & 0o100 else 0o644, dir_fd=parent)
-    size = 0
-    try:
-        while source is not None:
-            block = source.read(1 << 20)
-            if not block:
-                break
-            view = memoryview(block)
-            while view:
-                view = view[os.write(fd, view):]
-            size += len(block)
-    finally:
-        os.close(fd)
-    return size
 
 
 # ----------------------------------------------------------------------------- git
@@ -349,10 +123,12 @@ def init_scratch(scratch: Path, base: BaseTree) -> None:
     (scratch / "tree").mkdir()
 
 
-def _git(scratch: Path, *args: str, limit: int = 1 << 20, what: str = "") -> bytes:
+def _git(scratch: Path, *args: str, limit: int = 1 << 20, what: str = "", stdin: bytes | None = None) -> bytes:
     """Run host git in the scratch repository; its stdout, refused past ``limit`` bytes."""
-    with tempfile.TemporaryFile() as errors:
-        proc = subprocess.Popen(["git", *args], cwd=scratch / "tree", env=git_env(scratch), stdin=subprocess.DEVNULL,
+    with tempfile.TemporaryFile() as errors, tempfile.TemporaryFile() as given:
+        given.write(stdin or b"")
+        given.seek(0)
+        proc = subprocess.Popen(["git", *args], cwd=scratch / "tree", env=git_env(scratch), stdin=given,
                                 stdout=subprocess.PIPE, stderr=errors)
         assert proc.stdout is not None
         out = proc.stdout.read(limit + 1)
@@ -371,8 +147,10 @@ def _git(scratch: Path, *args: str, limit: int = 1 << 20, what: str = "") -> byt
     return out
 
 
+@functools.cache
 def check_git() -> None:
-    """Raise InfrastructureError unless the host's git is recent enough (module docstring)."""
+    """Raise InfrastructureError unless the host's git is recent enough (module docstring);
+    asked once per process."""
     try:
         text = subprocess.run(["git", "--version"], capture_output=True, text=True, timeout=60).stdout
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -403,6 +181,57 @@ def parse_numstat_binary(data: bytes) -> list[str]:
     return [record[4:] for record in split_z(data) if record.startswith("-\t-\t")]
 
 
+def parse_ls_tree(data: bytes) -> BaseListing:
+    """path -> (mode, id) of the blobs of ``git ls-tree -r -z --full-tree``."""
+    listing: BaseListing = {}
+    for record in data.split(b"\0"):
+        meta, _, path = record.partition(b"\t")
+        fields = meta.decode("ascii", "replace").split()
+        if len(fields) == 3 and fields[1] == "blob":
+            listing[path.decode("utf-8", "surrogateescape")] = (fields[0], fields[2])
+    return listing
+
+
+def parse_check_attr(data: bytes) -> set[str]:
+    """The paths ``git check-attr -z`` gives a value other than unspecified or unset."""
+    fields = data.split(b"\0")
+    return {path.decode("utf-8", "surrogateescape")
+            for path, value in zip(fields[0::3], fields[2::3]) if value not in (b"unspecified", b"unset")}
+
+
+def parse_batch(data: bytes) -> dict[str, bytes]:
+    """id -> content of ``git cat-file --batch`` output (``<id> <type> <size>\\n<content>\\n``)."""
+    blobs, at = {}, 0
+    while at < len(data):
+        end = data.index(b"\n", at)
+        oid, _, size = data[at:end].decode("ascii").split()
+        blobs[oid] = data[end + 1:end + 1 + int(size)]
+        at = end + 2 + int(size)
+    return blobs
+
+
+def _paths_in(paths: Iterable[str]) -> bytes:
+    return b"".join(path.encode("utf-8", "surrogateescape") + b"\0" for path in paths)
+
+
+def _settle_unchanged(scratch: Path, base: BaseListing, unchanged: list[str], limit: int) -> None:
+    """Tell git the unchanged paths are as the base has them (``skip-worktree``), except those an
+    attribute converts when git adds them: git reads the base's copy of those, as the sandbox's
+    git re-reads every file whose stat data a copy changed."""
+    if not unchanged:
+        return
+    files = [path for path in unchanged if base[path][0] != SYMLINK_MODE]  # a link's target is never converted
+    converted = parse_check_attr(_git(scratch, "check-attr", "-z", "--stdin", *CONVERTING,
+                                      stdin=_paths_in(files), limit=limit)) if files else set()
+    if converted:
+        ids = sorted({base[path][1] for path in converted})
+        blobs = parse_batch(_git(scratch, "cat-file", "--batch", stdin="\n".join(ids).encode() + b"\n",
+                                 limit=limit))
+        write_files(scratch / "tree", ((path, base[path][0], blobs[base[path][1]]) for path in sorted(converted)))
+    _git(scratch, "update-index", "-z", "--skip-worktree", "--stdin",
+         stdin=_paths_in(path for path in unchanged if path not in converted))
+
+
 def diff_tree(chunks: Iterable[bytes], root: str, base: BaseTree, limits: TreeLimits | None = None,
               scratch_dir: Path | None = None) -> TreeDiff:
     """The patch of the tar stream ``chunks`` of directory ``root`` against ``base``.
@@ -412,8 +241,11 @@ def diff_tree(chunks: Iterable[bytes], root: str, base: BaseTree, limits: TreeLi
     scratch = Path(tempfile.mkdtemp(prefix="harness-tree-", dir=scratch_dir))
     try:
         init_scratch(scratch, base)
-        materialise(CappedReader(chunks, limits.stream_bytes), scratch / "tree", root, limits)
+        listing = parse_ls_tree(_git(scratch, "ls-tree", "-r", "-z", "--full-tree", base.tree, limit=1 << 30))
+        stats = materialise(CappedReader(chunks, limits.stream_bytes), scratch / "tree", root, limits, listing,
+                            lambda blob: _git(scratch, "cat-file", "blob", blob, limit=limits.stream_bytes))
         _git(scratch, "read-tree", base.tree)
+        _settle_unchanged(scratch, listing, stats.unchanged, limits.stream_bytes)
         _git(scratch, "add", "-A")
         common = ("diff", "--cached", "--no-color", "--no-ext-diff", "--no-textconv")
         patch = _git(scratch, *common, base.tree, "--", limit=limits.patch_bytes, what="the patch")

@@ -31,7 +31,7 @@ output past the limit is cut, not fatal.
 
 The prediction (:meth:`DockerWorkspace.diff`) is computed on the host from ``/testbed`` read
 through the archive API against the one-commit export (``Prepared.export_path``; the source
-repository when there is none): harness/agents/treediff.py. The sandbox's ``.git`` is never
+repository when there is none): harness/agents/treediff.py and treeread.py. The sandbox's ``.git`` is never
 read, so a commit, a reset or a rewritten index there changes nothing.
 """
 
@@ -42,7 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Protocol
 
-from harness.agents.treediff import BaseTree, TreeDiff, TreeLimits, diff_tree
+from harness.agents.treediff import BaseTree, TreeDiff, diff_tree
+from harness.agents.treeread import TreeLimits
 from harness.engine.interactive import dropped_to, install, open_archive, run_command
 from harness.engine.layers import PRISTINE_TREE
 from harness.engine.sandbox import ROOT, DockerBackend, DockerSandbox

@@ -18,7 +18,9 @@ command* only. This module adds that beside ``exec``, which it leaves untouched:
   its tail (the rest is drained and counted; the command goes on). When the host's deadline
   passes, a second exec runs the stopper, which freezes (SIGSTOP) every descendant of that
   command's runner and every process of its session until no new one appears, then kills
-  them all: the processes of earlier commands and the container live on.
+  them all: the processes of earlier commands and the container live on. A command whose
+  request is over the kernel's limit for one argument or variable (128 KiB) fails as
+  ``docker exec`` fails then ("argument list too long", exit 1), and the sandbox goes on.
 * :func:`open_archive`: the tar stream of a path, chunk by chunk, for the caller to read with
   its own cap (nothing is buffered here; what the container holds is the agent's).
 """

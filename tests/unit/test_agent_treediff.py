@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.agents import treediff
-from harness.agents.treediff import (BaseTree, CappedReader, TreeLimits, diff_tree, git_version, materialise,
-                                     member_parts, parse_numstat_binary, parse_raw)
+from harness.agents import treediff, treeread
+from harness.agents.treediff import BaseTree, diff_tree, git_version, parse_numstat_binary, parse_raw
+from harness.agents.treeread import CappedReader, TreeLimits, materialise, member_parts
 from harness.agents.workspace import check_arguments, parse_user, setup_command
 from harness.engine.interactive import OutputCapture
 from harness.errors import WorkingTreeRefused
@@ -43,9 +43,9 @@ def chunks(data: bytes, size: int = 7000):
     return (data[i:i + size] for i in range(0, len(data), size))
 
 
-def unpack(data: bytes, dest: Path, limits: TreeLimits | None = None):
+def unpack(data: bytes, dest: Path, limits: TreeLimits | None = None, base=None):
     dest.mkdir(exist_ok=True)
-    return materialise(CappedReader(chunks(data), 1 << 30), dest, "testbed", limits or TreeLimits())
+    return materialise(CappedReader(chunks(data), 1 << 30), dest, "testbed", limits or TreeLimits(), base)
 
 
 def listing(root: Path) -> dict[str, str]:
@@ -83,7 +83,10 @@ def test_a_plain_tree_is_written_with_links_as_links_and_git_left_out(tmp_path):
     ((("testbed/evil", "symlink", "{victim}"), ("testbed/evil/pwned", "file", b"x")), "symbolic link"),
     ((("testbed/evil", "symlink", "{victim}"), ("testbed/evil/d", "dir", None)), "symbolic link"),
     ((("testbed/evil", "symlink", "/"), ("testbed/evil", "file", b"x")), "entry twice"),
-    ((("testbed/evil", "symlink", "{victim}"), ("testbed/evil", "dir", None)), "already written"),
+    ((("testbed/evil", "symlink", "{victim}"), ("testbed/evil", "dir", None)), "entry twice"),
+    ((("testbed/d", "dir", None), ("testbed/d", "symlink", "/")), "entry twice"),
+    ((("testbed/d/f", "file", b"1"), ("testbed/d", "symlink", "/")), "entry twice"),
+    ((("testbed/d/f", "file", b"1"), ("testbed/d", "file", b"2")), "entry twice"),
     ((("testbed/f", "file", b"1"), ("testbed/f", "file", b"2")), "entry twice"),
     ((("testbed/f", "file", b"1"), ("testbed/f/g", "file", b"2")), "symbolic link or a file"),
     ((("testbed/../outside", "file", b"x"),), "'..'"),
@@ -208,6 +211,47 @@ def test_the_host_s_own_git_configuration_never_applies(tmp_path, base_repo, mon
     assert not marker.exists()
 
 
+def test_only_what_differs_from_the_base_is_written(tmp_path, base_repo, monkeypatch):
+    repo, base = base_repo
+    listing = treediff.parse_ls_tree(git(repo, "ls-tree", "-r", "-z", "--full-tree", base.tree).encode())
+    monkeypatch.setattr(treeread, "IN_MEMORY", 4)  # keep.txt (8 bytes) takes the big-file path
+    stats = unpack(tar_of(("testbed/keep.txt", "file", b"one\ntwo\n"), ("testbed/gone.txt", "file", b"bye\n"),
+                          ("testbed/.gitignore", "file", b"*.log\n"), ("testbed/tracked.log", "file", b"new\n"),
+                          ("testbed/exec.txt", "file", b"bye\n")), tmp_path / "tree", base=listing)
+    assert sorted(stats.unchanged) == ["gone.txt", "keep.txt"]
+    assert sorted(p.name for p in (tmp_path / "tree").iterdir()) == [".gitignore", "exec.txt", "tracked.log"]
+
+
+def test_a_hard_link_to_an_unchanged_file_gets_the_base_s_bytes(tmp_path, base_repo):
+    _, base = base_repo
+    stream = tar_of(("testbed/gone.txt", "file", b"bye\n"), ("testbed/keep.txt", "hardlink", "testbed/gone.txt"))
+    diff = diff_tree(chunks(stream), "testbed", base, scratch_dir=tmp_path)
+    assert diff.files == (".gitignore", "keep.txt", "tracked.log")
+    assert "-one\n-two\n+bye" in diff.patch
+
+
+def test_an_unchanged_file_an_attribute_converts_is_added_as_git_would(tmp_path):
+    """A blob with CRLF line ends under ``text``: the sandbox's git re-reads it (the copy
+    changed its stat data) and normalises it; so does the host."""
+    repo = tmp_path / "base"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "crlf.txt").write_bytes(b"a\r\nb\r\n")
+    (repo / "plain.txt").write_bytes(b"c\r\n")
+    git(repo, "add", "-A")
+    (repo / ".gitattributes").write_text("crlf.txt text\n")
+    git(repo, "add", ".gitattributes")
+    git(repo, "commit", "-qm", "base")
+    base = BaseTree(repo / ".git" / "objects", git(repo, "rev-parse", "HEAD^{tree}").strip())
+    stream = tar_of(("testbed/crlf.txt", "file", b"a\r\nb\r\n"), ("testbed/plain.txt", "file", b"c\r\n"),
+                    ("testbed/.gitattributes", "file", b"crlf.txt text\n"))
+    diff = diff_tree(chunks(stream), "testbed", base, scratch_dir=tmp_path)
+    (repo / ".git" / "index").unlink()  # what the sandbox's copy does: no stat data to trust
+    git(repo, "read-tree", "HEAD")
+    git(repo, "add", "-A")
+    assert diff.patch == git(repo, "diff", "--cached") and diff.files == ("crlf.txt",)
+
+
 def test_a_patch_past_its_limit_is_refused(tmp_path, base_repo):
     _, base = base_repo
     stream = tar_of(("testbed/keep.txt", "file", b"line\n" * 10_000))
@@ -232,7 +276,7 @@ def test_git_listings_parse():
     assert parse_raw(b"") == ([], []) and parse_numstat_binary(b"") == []
     assert git_version("git version 2.39.5") == (2, 39)
     assert git_version("git version 2.30.2.windows.1") == (2, 30) and git_version("nonsense") == (0, 0)
-    assert treediff.shown("a\nb") == "'a\\nb'" and len(treediff.shown("x" * 1000)) < 210
+    assert treeread.shown("a\nb") == "'a\\nb'" and len(treeread.shown("x" * 1000)) < 210
 
 
 def test_output_capture_keeps_head_and_tail():
