@@ -12,11 +12,16 @@ in a temporary directory of its own::
                    in the index, unless an attribute of the tree converts it when git adds
                    it, and then the base's copy is written for git to read)
     <tmp>/home/    an empty HOME and XDG_CONFIG_HOME for git
+    <tmp>/pristine/, <tmp>/pristine.index
+                   the same for the pristine tree, when one is given (removed once added)
 
-then ``git add -A`` and ``git diff --cached <base tree>``: what mini-swe-agent's own
+then ``git add -A`` and ``git diff --cached <tree>``: what mini-swe-agent's own
 ``git add -A && git diff --cached`` submission prints (the tree's .gitignore honoured,
 untracked files included, symlinks as links, binary files as git's "Binary files ... differ"
-stub), measured against the base rather than whatever HEAD the agent left. A tree git
+stub), measured against the base rather than whatever HEAD the agent left. ``<tree>`` is the
+base's, or, given the pristine tree (what the agent started from), the tree ``git add -A``
+makes of that onto the base: the patch then holds the agent's changes only, not those the
+image's build made to tracked files (harness/agents/workspace.py says why). A tree git
 refuses (a symlinked ``.gitmodules``, a ``.GIT`` directory), past the
 :class:`~harness.agents.treeread.TreeLimits` or with a patch past its limit is refused
 (:class:`~harness.errors.WorkingTreeRefused`, one message).
@@ -42,7 +47,7 @@ from pathlib import Path
 from typing import Iterable
 
 from harness.agents.treeread import (BaseListing, CappedReader, TreeLimits, materialise, refused, write_files)
-from harness.errors import InfrastructureError
+from harness.errors import InfrastructureError, WorkingTreeRefused
 
 #: ``mode`` of a symbolic link in git's listings
 SYMLINK_MODE = "120000"
@@ -53,16 +58,18 @@ CONVERTING = ("text", "eol", "crlf", "ident", "working-tree-encoding")
 
 @dataclass(frozen=True)
 class TreeDiff:
-    """The tree's patch against the base (see the module's docstring). ``files``: every path
-    the patch touches (both sides of a rename); ``binary_files``: those shown as git's
-    binary stub; ``symlinks``: those that are a link on either side; ``sha256``: of
-    ``patch`` as UTF-8."""
+    """The tree's patch (see the module's docstring). ``files``: every path the patch touches
+    (both sides of a rename); ``binary_files``: those shown as git's binary stub;
+    ``symlinks``: those that are a link on either side; ``sha256``: of ``patch`` as UTF-8;
+    ``base_tree``: the id of the git tree it is taken against."""
 
     patch: str
     files: tuple[str, ...]
     binary_files: tuple[str, ...]
     symlinks: tuple[str, ...]
     sha256: str
+    #: the git tree the patch is taken against (the pristine tree's, or the base commit's)
+    base_tree: str = ""
 
 
 @dataclass(frozen=True)
@@ -80,14 +87,31 @@ def git_version(text: str) -> tuple[int, int]:
     return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
 
 
-def git_env(scratch: Path) -> dict[str, str]:
+@dataclass(frozen=True)
+class Scratch:
+    """One side of the scratch directory: the repository and home are shared, each side has a
+    work tree and an index of its own (``tree``/``index``, ``pristine``/``pristine.index``)."""
+
+    top: Path
+    side: str = "tree"
+
+    @property
+    def work(self) -> Path:
+        return self.top / self.side
+
+    @property
+    def index(self) -> Path:
+        return self.top / ("index" if self.side == "tree" else f"{self.side}.index")
+
+
+def git_env(scratch: Scratch) -> dict[str, str]:
     """The environment host git runs in: nothing of the user's or the system's configuration."""
-    home = scratch / "home"
+    home = scratch.top / "home"
     return {"PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"), "HOME": str(home),
             "XDG_CONFIG_HOME": str(home), "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
             "GIT_ATTR_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0",
-            "GIT_NO_REPLACE_OBJECTS": "1", "LC_ALL": "C", "GIT_DIR": str(scratch / "git"),
-            "GIT_WORK_TREE": str(scratch / "tree"), "GIT_INDEX_FILE": str(scratch / "index")}
+            "GIT_NO_REPLACE_OBJECTS": "1", "LC_ALL": "C", "GIT_DIR": str(scratch.top / "git"),
+            "GIT_WORK_TREE": str(scratch.work), "GIT_INDEX_FILE": str(scratch.index)}
 
 
 #: the scratch repository's configuration: nothing runs, nothing is guessed from the host
@@ -112,7 +136,7 @@ REPO_CONFIG = """[core]
 
 
 def init_scratch(scratch: Path, base: BaseTree) -> None:
-    """The layout of the module's docstring, minus the tree."""
+    """The layout of the module's docstring, minus the trees."""
     git = scratch / "git"
     for sub in ("objects/info", "objects/pack", "refs/heads", "refs/tags"):
         (git / sub).mkdir(parents=True)
@@ -120,15 +144,14 @@ def init_scratch(scratch: Path, base: BaseTree) -> None:
     (git / "config").write_text(REPO_CONFIG)
     (git / "objects" / "info" / "alternates").write_text(f"{base.objects.resolve()}\n")
     (scratch / "home").mkdir()
-    (scratch / "tree").mkdir()
 
 
-def _git(scratch: Path, *args: str, limit: int = 1 << 20, what: str = "", stdin: bytes | None = None) -> bytes:
+def _git(scratch: Scratch, *args: str, limit: int = 1 << 20, what: str = "", stdin: bytes | None = None) -> bytes:
     """Run host git in the scratch repository; its stdout, refused past ``limit`` bytes."""
     with tempfile.TemporaryFile() as errors, tempfile.TemporaryFile() as given:
         given.write(stdin or b"")
         given.seek(0)
-        proc = subprocess.Popen(["git", *args], cwd=scratch / "tree", env=git_env(scratch), stdin=given,
+        proc = subprocess.Popen(["git", *args], cwd=scratch.work, env=git_env(scratch), stdin=given,
                                 stdout=subprocess.PIPE, stderr=errors)
         assert proc.stdout is not None
         out = proc.stdout.read(limit + 1)
@@ -214,7 +237,7 @@ def _paths_in(paths: Iterable[str]) -> bytes:
     return b"".join(path.encode("utf-8", "surrogateescape") + b"\0" for path in paths)
 
 
-def _settle_unchanged(scratch: Path, base: BaseListing, unchanged: list[str], limit: int) -> None:
+def _settle_unchanged(scratch: Scratch, base: BaseListing, unchanged: list[str], limit: int) -> None:
     """Tell git the unchanged paths are as the base has them (``skip-worktree``), except those an
     attribute converts when git adds them: git reads the base's copy of those, as the sandbox's
     git re-reads every file whose stat data a copy changed."""
@@ -227,33 +250,53 @@ def _settle_unchanged(scratch: Path, base: BaseListing, unchanged: list[str], li
         ids = sorted({base[path][1] for path in converted})
         blobs = parse_batch(_git(scratch, "cat-file", "--batch", stdin="\n".join(ids).encode() + b"\n",
                                  limit=limit))
-        write_files(scratch / "tree", ((path, base[path][0], blobs[base[path][1]]) for path in sorted(converted)))
+        write_files(scratch.work, ((path, base[path][0], blobs[base[path][1]]) for path in sorted(converted)))
     _git(scratch, "update-index", "-z", "--skip-worktree", "--stdin",
          stdin=_paths_in(path for path in unchanged if path not in converted))
 
 
+def add_tree(scratch: Scratch, chunks: Iterable[bytes], root: str, base_tree: str, limits: TreeLimits) -> str:
+    """``git add -A`` of a tree's tar stream onto ``base_tree`` in the index of ``scratch``'s
+    side (materialised there: only what differs); the resulting git tree's id."""
+    scratch.work.mkdir()
+    listing = parse_ls_tree(_git(scratch, "ls-tree", "-r", "-z", "--full-tree", base_tree, limit=1 << 30))
+    stats = materialise(CappedReader(chunks, limits.stream_bytes), scratch.work, root, limits, listing,
+                        lambda blob: _git(scratch, "cat-file", "blob", blob, limit=limits.stream_bytes))
+    _git(scratch, "read-tree", base_tree)
+    _settle_unchanged(scratch, listing, stats.unchanged, limits.stream_bytes)
+    _git(scratch, "add", "-A")
+    return _git(scratch, "write-tree").decode("ascii").strip()
+
+
 def diff_tree(chunks: Iterable[bytes], root: str, base: BaseTree, limits: TreeLimits | None = None,
-              scratch_dir: Path | None = None) -> TreeDiff:
-    """The patch of the tar stream ``chunks`` of directory ``root`` against ``base``.
-    Raises WorkingTreeRefused (the tree's doing) or InfrastructureError."""
+              scratch_dir: Path | None = None, pristine: tuple[Iterable[bytes], str] | None = None) -> TreeDiff:
+    """The patch of the tar stream ``chunks`` of directory ``root`` against ``base``, or, given
+    ``pristine`` (the tar stream of the tree the agent was given and its root's name), against
+    that tree as ``git add -A`` records it onto ``base``. Raises WorkingTreeRefused (the
+    tree's doing) or InfrastructureError."""
     limits = limits or TreeLimits()
     check_git()
-    scratch = Path(tempfile.mkdtemp(prefix="harness-tree-", dir=scratch_dir))
+    top = Path(tempfile.mkdtemp(prefix="harness-tree-", dir=scratch_dir))
     try:
-        init_scratch(scratch, base)
-        listing = parse_ls_tree(_git(scratch, "ls-tree", "-r", "-z", "--full-tree", base.tree, limit=1 << 30))
-        stats = materialise(CappedReader(chunks, limits.stream_bytes), scratch / "tree", root, limits, listing,
-                            lambda blob: _git(scratch, "cat-file", "blob", blob, limit=limits.stream_bytes))
-        _git(scratch, "read-tree", base.tree)
-        _settle_unchanged(scratch, listing, stats.unchanged, limits.stream_bytes)
-        _git(scratch, "add", "-A")
+        init_scratch(top, base)
+        against = base.tree
+        if pristine is not None:
+            side = Scratch(top, "pristine")
+            try:
+                against = add_tree(side, pristine[0], pristine[1], base.tree, limits)
+            except WorkingTreeRefused as exc:
+                raise InfrastructureError(f"the pristine tree cannot be read as a git tree: {exc}") from None
+            shutil.rmtree(side.work, ignore_errors=True)
+        scratch = Scratch(top)
+        add_tree(scratch, chunks, root, against, limits)
         common = ("diff", "--cached", "--no-color", "--no-ext-diff", "--no-textconv")
-        patch = _git(scratch, *common, base.tree, "--", limit=limits.patch_bytes, what="the patch")
-        paths, links = parse_raw(_git(scratch, *common, "--no-renames", "--raw", "-z", base.tree, "--",
+        patch = _git(scratch, *common, against, "--", limit=limits.patch_bytes, what="the patch")
+        paths, links = parse_raw(_git(scratch, *common, "--no-renames", "--raw", "-z", against, "--",
                                       limit=64 << 20))
-        binary = parse_numstat_binary(_git(scratch, *common, "--no-renames", "--numstat", "-z", base.tree, "--",
+        binary = parse_numstat_binary(_git(scratch, *common, "--no-renames", "--numstat", "-z", against, "--",
                                            limit=64 << 20))
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        shutil.rmtree(top, ignore_errors=True)
     text = patch.decode("utf-8", errors="replace")
-    return TreeDiff(text, tuple(paths), tuple(binary), tuple(links), hashlib.sha256(text.encode("utf-8")).hexdigest())
+    return TreeDiff(text, tuple(paths), tuple(binary), tuple(links), hashlib.sha256(text.encode("utf-8")).hexdigest(),
+                    against)

@@ -29,10 +29,15 @@ fresh ``bash -c`` as the harness user with no capability and an empty bounding s
 commands. A timeout ends that command's processes only (harness/engine/interactive.py), and
 output past the limit is cut, not fatal.
 
-The prediction (:meth:`DockerWorkspace.diff`) is computed on the host from ``/testbed`` read
-through the archive API against the one-commit export (``Prepared.export_path``; the source
-repository when there is none): harness/agents/treediff.py and treeread.py. The sandbox's ``.git`` is never
-read, so a commit, a reset or a rewritten index there changes nothing.
+The prediction (:meth:`DockerWorkspace.diff`) is computed on the host (harness/agents/treediff.py,
+treeread.py) from ``/testbed`` read through the archive API, against the pristine tree read the
+same way (the image's, which the agent cannot change), itself recorded onto the one-commit
+export (``Prepared.export_path``; the source repository when there is none). The pristine tree
+is the base commit plus what the image's build changed in tracked files (requests' appended CA
+in ``cacert.pem``, sphinx's ``tox.ini``): grading starts from it too, so a patch that carried
+those changes would not apply there. ``against="export"`` gives the patch against the base
+commit instead, which is what the agent's own ``git add -A && git diff --cached`` prints. The
+sandbox's ``.git`` is never read, so a commit, a reset or a rewritten index there changes nothing.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Protocol
+from typing import Generator, Mapping, Protocol
 
 from harness.agents.treediff import BaseTree, TreeDiff, diff_tree
 from harness.agents.treeread import TreeLimits
@@ -85,7 +90,7 @@ class Workspace(Protocol):
     def run(self, command: str, *, cwd: str = TESTBED, timeout: float = 60,
             env: Mapping[str, str] | None = None) -> CommandResult: ...
 
-    def diff(self) -> TreeDiff: ...
+    def diff(self) -> TreeDiff: ...  # DockerWorkspace.diff: against="pristine" by default
 
     def close(self) -> None: ...
 
@@ -120,15 +125,31 @@ class DockerWorkspace:
                            tail_limit=min(OUTPUT_TAIL, self.output_limit // 2))
         return CommandResult(done.output, done.exit_code, done.timed_out, done.truncated, round(done.seconds, 4))
 
-    def diff(self) -> TreeDiff:
-        """The tree's patch against the base (tree truth). Raises WorkingTreeRefused when
-        the tree cannot be one (past a limit, or a path no patch holds), InfrastructureError
-        when the engine or host git fails."""
-        chunks = open_archive(self.sandbox, TESTBED)
-        if chunks is None:
-            raise InfrastructureError(f"{TESTBED} is missing from sandbox {self.sandbox.id[:12]}")
+    def diff(self, *, against: str = "pristine") -> TreeDiff:
+        """The tree's patch (tree truth): against the pristine tree the agent was given
+        (default), or ``against="export"``, the base commit's tree (what ``git add -A && git
+        diff --cached`` prints in the sandbox, the image's own changes to tracked files
+        included). Raises WorkingTreeRefused when the tree cannot be one (past a limit, or a
+        path no patch holds), InfrastructureError when the engine or host git fails."""
+        if against not in ("pristine", "export"):
+            raise ValueError(f"against is 'pristine' or 'export', got {against!r}")
+        streams = [self._archive(TESTBED)]
+        if against == "pristine":
+            streams.append(self._archive(PRISTINE_TREE))
         try:
-            return diff_tree(chunks, TESTBED.strip("/"), self.base, self.limits, self.scratch_dir)
+            return diff_tree(streams[0], TESTBED.rsplit("/", 1)[1], self.base, self.limits, self.scratch_dir,
+                             (streams[1], PRISTINE_TREE.rsplit("/", 1)[1]) if len(streams) > 1 else None)
+        finally:
+            for stream in streams:
+                stream.close()
+
+    def _archive(self, path: str) -> Generator[bytes, None, None]:
+        """The tar stream of ``path``, opened when first read and closed with the generator."""
+        chunks = open_archive(self.sandbox, path)
+        if chunks is None:
+            raise InfrastructureError(f"{path} is missing from sandbox {self.sandbox.id[:12]}")
+        try:
+            yield from chunks
         finally:
             close = getattr(chunks, "close", None)
             if close is not None:

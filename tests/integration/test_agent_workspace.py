@@ -4,6 +4,8 @@ its tree is worth (computed on the host)."""
 
 from __future__ import annotations
 
+import dataclasses
+import io
 import json
 import secrets
 import subprocess
@@ -12,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.agents.workspace import OUTPUT_LIMIT, DockerWorkspace, TreeLimits, open_workspace
-from harness.engine.layers import VENV
+from harness.engine.layers import PRISTINE_TREE, VENV
 from harness.engine.sandbox import LABEL_RUN, LABEL_RUN_DIR, LABEL_TASK, DockerBackend
 from harness.errors import WorkingTreeRefused
 from harness.hashing import content_hash
@@ -309,3 +311,37 @@ def test_a_record_of_the_diff_serialises(fresh):
     diff = fresh.diff()
     again = json.loads(json.dumps({"patch": diff.patch, "files": diff.files}))
     assert again["patch"] == diff.patch
+
+
+@pytest.fixture
+def image_with_its_own_changes(engine, prepared):
+    """The demo instance's image with a tracked file of the pristine tree changed, as an image's
+    build changes one (requests' spec appends a CA to cacert.pem; SWE-bench's sphinx images edit
+    tox.ini): the tree the agent is given is not the base commit's."""
+    base = prepared()
+    tag = f"harness-test-agent-pristine:{content_hash(base.image.tag)}"
+    dockerfile = (f"FROM {base.image.tag}\nLABEL org.harness.kind=test\n"
+                  f"RUN printf 'appended by the build\\n' >> {PRISTINE_TREE}/README.md\n")
+    image, _ = engine.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, network_mode="none", rm=True)
+    try:
+        yield dataclasses.replace(base, image=dataclasses.replace(base.image, tag=tag, image_id=image.id))
+    finally:
+        engine.images.remove(image.id, force=True)
+
+
+def test_the_prediction_is_taken_against_the_tree_the_agent_was_given(backend, image_with_its_own_changes):
+    with open_workspace(backend, image_with_its_own_changes, name_hint="agent-pristine") as ws:
+        ok(ws, "printf 'agent line\\n' >> README.md && printf 'x = 2\\n' >> calcly/ops.py")
+        diff = ws.diff()
+        assert diff.files == ("README.md", "calcly/ops.py")
+        assert "+agent line" in diff.patch and "+appended by the build" not in diff.patch
+        assert "\n appended by the build\n+agent line\n" in diff.patch  # the build's line is context
+        # grading starts from the pristine tree: the prediction applies there
+        encoded = __import__("base64").b64encode(diff.patch.encode()).decode()
+        applied = ok(ws, f"rm -rf /tmp/p && cp -a {PRISTINE_TREE} /tmp/p && cd /tmp/p && echo {encoded} | base64 -d "
+                         "| git apply && git diff --stat | tail -1")
+        assert "2 files changed" in applied
+        # against the base commit: the build's change is in it, as the agent's own submission has it
+        exported = ws.diff(against="export")
+        assert "+appended by the build" in exported.patch and exported.patch == sandbox_submission(ws)
+        assert exported.base_tree != diff.base_tree

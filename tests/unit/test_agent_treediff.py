@@ -252,6 +252,23 @@ def test_an_unchanged_file_an_attribute_converts_is_added_as_git_would(tmp_path)
     assert diff.patch == git(repo, "diff", "--cached") and diff.files == ("crlf.txt",)
 
 
+def test_against_the_pristine_tree_the_image_s_own_changes_stay_out(tmp_path, base_repo):
+    repo, base = base_repo
+    pristine = tar_of(("testbed/keep.txt", "file", b"one\ntwo\nbuild\n"), ("testbed/gone.txt", "file", b"bye\n"),
+                      ("testbed/.gitignore", "file", b"*.log\n"), ("testbed/tracked.log", "file", b"tracked though "
+                                                                                                b"ignored\n"),
+                      ("testbed/artefact.txt", "file", b"made by the build\n"))
+    agent = tar_of(("testbed/keep.txt", "file", b"one\ntwo\nbuild\nagent\n"), ("testbed/gone.txt", "file", b"bye\n"),
+                   ("testbed/.gitignore", "file", b"*.log\n"), ("testbed/tracked.log", "file", b"tracked though "
+                                                                                             b"ignored\n"),
+                   ("testbed/artefact.txt", "file", b"made by the build\n"))
+    diff = diff_tree(chunks(agent), "testbed", base, scratch_dir=tmp_path, pristine=(chunks(pristine), "testbed"))
+    assert diff.files == ("keep.txt",)
+    assert diff.patch.endswith(" one\n two\n build\n+agent\n")
+    exported = diff_tree(chunks(agent), "testbed", base, scratch_dir=tmp_path)
+    assert exported.files == ("artefact.txt", "keep.txt") and exported.base_tree == base.tree != diff.base_tree
+
+
 def test_a_patch_past_its_limit_is_refused(tmp_path, base_repo):
     _, base = base_repo
     stream = tar_of(("testbed/keep.txt", "file", b"line\n" * 10_000))
