@@ -26,7 +26,8 @@ A run directory::
         ├── report.html                      the instance's page
         │   `harness solve` (harness.run.solve), before grading and beside it:
         ├── agent.json                       the attempt record (harness.agents.scaffold.AttemptRecord)
-        ├── trajectory.traj.json             the scaffold's own trajectory, secrets scrubbed
+        ├── <instance_id>.traj.json          the scaffold's own trajectory, secrets scrubbed (mini-swe-agent's
+        │                                    name: a run directory is a --replay directory as it is)
         ├── agent_patch.diff                 the prediction: the sandbox tree's diff (tree truth)
         ├── submission.diff                  the scaffold's own submission, as it gave it
         ├── scaffold.log                     the scaffold driver's stderr, scrubbed
@@ -87,13 +88,14 @@ PAGE = "report.html"                # an instance's page, and the run's (harness
 ARTEFACTS = (TEST_OUTPUT, RESULTS_XML, EVIDENCE, EVENTS, BUILD_LOG, COMMANDS, PATCH, INSTANCE_RECORD)
 # What `harness solve` writes in an instance (or attempt) directory, before grading writes the above.
 AGENT_RECORD = "agent.json"         # written last: its presence marks the attempt done
-TRAJECTORY = "trajectory.traj.json"
+#: the trajectory is ``<instance_id>.traj.json``, the name mini-swe-agent gives it (:attr:`InstanceFiles.trajectory`)
+TRAJECTORY_SUFFIX = ".traj.json"
 AGENT_PATCH = "agent_patch.diff"
 SUBMISSION = "submission.diff"
 SCAFFOLD_LOG = "scaffold.log"
 REPLAY = "replay.json"
-#: Everything an attempt leaves beside ``agent.json``, removed before the attempt is run again.
-AGENT_ARTEFACTS = (TRAJECTORY, AGENT_PATCH, SUBMISSION, SCAFFOLD_LOG, REPLAY)
+#: What an attempt leaves beside ``agent.json`` (and its trajectory), removed before the attempt is run again.
+AGENT_ARTEFACTS = (AGENT_PATCH, SUBMISSION, SCAFFOLD_LOG, REPLAY)
 
 # The run's own files, at the top of the run directory (:class:`RunPaths` names each).
 SUMMARY = "summary.json"
@@ -230,7 +232,9 @@ class InstanceFiles:
 
     @property
     def trajectory(self) -> Path:
-        return self.root / TRAJECTORY
+        """``<instance_id>.traj.json`` (in an attempt's directory too): the scaffold's own name."""
+        instance_id = self.root.parent.name if attempt_number(self.root.name) is not None else self.root.name
+        return self.root / f"{instance_id}{TRAJECTORY_SUFFIX}"
 
     @property
     def agent_patch(self) -> Path:

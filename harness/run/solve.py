@@ -113,7 +113,9 @@ def solve(instances: InstancesInput, *, model: str | None = None, config: PathLi
         result = session.run()
     if grade and result.solve["predictions"]["count"]:
         from harness.run.session import RunLimits, evaluate
-        graded = evaluate(instances_path, str(paths.predictions), specs=specs, repositories=repositories,
+        attempted = sorted({task.instance.instance_id for task in plan.tasks})
+        graded = evaluate(instances_path, str(paths.predictions), instance_ids=attempted, specs=specs,
+                          repositories=repositories,
                           executor="local" if executor == "local" else "ray", max_workers=max_workers,
                           ray_address=ray_address, limits=RunLimits(timeout=grade_timeout, task_timeout=task_timeout,
                                                                     cpus=cpus),

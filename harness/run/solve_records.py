@@ -103,7 +103,7 @@ class AttemptWriter:
         record = result.record
         record.inputs_sha256 = self.inputs.get(task.key, "")
         files.root.mkdir(parents=True, exist_ok=True)
-        for stale in (files.agent_record, *(files.root / name for name in AGENT_ARTEFACTS)):
+        for stale in (files.agent_record, files.trajectory, *(files.root / name for name in AGENT_ARTEFACTS)):
             stale.unlink(missing_ok=True)
         scrub = self.scrubber
         if result.trajectory is not None:

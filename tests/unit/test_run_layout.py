@@ -78,7 +78,9 @@ def test_instance_files_name_what_an_agent_attempt_writes_beside_the_grading(tmp
     named = {files.agent_record, files.trajectory, files.agent_patch, files.submission, files.scaffold_log,
              files.replay}
     assert {p.parent for p in named} == {files.root} and len(named) == 6
-    assert {p.name for p in named} == {paths.AGENT_RECORD, *paths.AGENT_ARTEFACTS}
+    assert {p.name for p in named} == {paths.AGENT_RECORD, "astropy__astropy-12907.traj.json", *paths.AGENT_ARTEFACTS}
+    # mini-swe-agent's own layout, <id>/<id>.traj.json: a run directory replays as it is
+    assert RunPaths(tmp_path).instance("a-1").trajectory == tmp_path / "a-1" / "a-1.traj.json"
     # none of them is one grading removes or writes
     assert not {p.name for p in named} & {paths.REPORT, paths.PAGE, *paths.ARTEFACTS}
     run = RunPaths(tmp_path)
