@@ -93,8 +93,11 @@ def solve(instances: InstancesInput, *, model: str | None = None, config: PathLi
         print(f"harness: skipped: {error}", file=sys.stderr)
     adapter_name = _scaffold_name(scaffold)
     adapter = get_scaffold(adapter_name)
+    in_file = None
+    if replay is not None and instance_ids:  # a selection: trajectories of the others are not orphans
+        in_file = {i.instance_id for i in load_instances(instances_path).instances}
     plan, environments = _plan(loaded.instances, adapter, model, config, replay, scaffold, scaffold_with, budgets,
-                               attempts, given, cache)
+                               attempts, given, cache, in_file)
     label = model or ("replay" if replay is not None else "solve")
     run_id = run_id or f"solve-{_slug(label)}-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}"
     paths = RunPaths.create(Path(output_dir), run_id)
@@ -131,7 +134,8 @@ def _scaffold_name(pin_text: str) -> str:
     return name if "==" in str(pin_text) else DEFAULT_SCAFFOLD
 
 
-def _plan(instances, adapter, model, config, replay, scaffold, scaffold_with, budgets, attempts, given, cache):
+def _plan(instances, adapter, model, config, replay, scaffold, scaffold_with, budgets, attempts, given, cache,
+          in_file=None):
     """The plan, and the environment of every pin it uses (installed here first: a pin
     that cannot be installed is refused before any sandbox starts)."""
     from harness.agents.pins import ensure_environment, parse_pin
@@ -140,7 +144,7 @@ def _plan(instances, adapter, model, config, replay, scaffold, scaffold_with, bu
         directory = Path(replay).expanduser().resolve()
         if not directory.is_dir():
             raise InputError("not a directory of trajectories", source=str(directory), field="--replay")
-        plan = plan_replay(instances, directory, adapter, budgets, scaffold_with)
+        plan = plan_replay(instances, directory, adapter, budgets, scaffold_with, in_file)
         environments = {spec: ensure_environment(pin, cache) for spec, pin in plan.pins.items()}
         return plan, environments
     from harness.agents.scaffold import load_config

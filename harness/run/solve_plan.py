@@ -62,12 +62,15 @@ def plan_live(instances: Sequence[Instance], scaffold: Scaffold, pin: ScaffoldPi
 
 
 def plan_replay(instances: Sequence[Instance], directory: Path, scaffold: Scaffold, budgets: Budgets,
-                scaffold_with: Sequence[str] = ()) -> Plan:
-    """One replay attempt per instance that has a trajectory under ``directory``."""
+                scaffold_with: Sequence[str] = (), in_file: set[str] | None = None) -> Plan:
+    """One replay attempt per instance that has a trajectory under ``directory``.
+    ``in_file``: every id of the instance file, when ``instances`` is a selection of it (a
+    trajectory of an instance left out of the selection is not one without an instance)."""
     from harness.agents.trajectories import find_trajectories, load_trajectory
     found = find_trajectories(directory)
-    known = {i.instance_id for i in instances}
-    plan = Plan([], {}, without_trajectory=sorted(known - set(found)),
+    chosen = {i.instance_id for i in instances}
+    known = chosen | (in_file or set())
+    plan = Plan([], {}, without_trajectory=sorted(chosen - set(found)),
                 trajectories_without_instance=sorted(set(found) - known))
     for instance in instances:
         path = found.get(instance.instance_id)
