@@ -253,3 +253,26 @@ def test_three_attempts_give_pass_at_k_pass_hat_k_cost_per_resolved_and_step_per
     assert metrics["cost"]["per_resolved_instance"] == pytest.approx(result.solve["totals"]["cost"])
     assert metrics["steps"]["p95"] is not None and metrics["steps"]["count"] == 12
     assert "| 3 |" in (run / "report.md").read_text() and "pass@3" in (run / "report.md").read_text()
+
+
+@pytest.mark.cluster
+def test_the_ray_executor_runs_attempts_and_shares_the_runs_cost_ledger(scaffold_environment, cache_dir, tmp_path):
+    """--executor ray without an address: a one-node Ray cluster on this machine for the run.
+    The first attempt submits; the run's cost ledger (a Ray actor) then stops the second one."""
+    scripts = {marker(CALCLY_1): [bash_reply("ls"), apply_patch_reply(RECORDS[CALCLY_1]["patch"]), SUBMIT]}
+    env = {k: v for k, v in with_key().items() if not k.startswith("RAY_")}
+    with scripted_model(scripts) as server:
+        config = write_config(tmp_path / "config.yaml", scaffold_environment, server.url)
+        proc = harness_cli("solve", "--executor", "ray", "--instances", str(DEMO), "--instance-ids", CALCLY_1,
+                           TEXTKIT_1, "--model", MODEL, "--config", str(config), "--run-cost-limit",
+                           str(3.5 * CALL_COST), "--run-id", "ray", "--output-dir", str(tmp_path / "runs"),
+                           "--cache-dir", str(cache_dir), "--max-workers", "1", env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = tmp_path / "runs" / "ray"
+    solved, stopped = agent(run, CALCLY_1), agent(run, TEXTKIT_1)
+    assert (solved["exit_status"], solved["steps"], solved["prediction"]["files"]) == (
+        "Submitted", 3, ["calcly/stats.py"])
+    assert (stopped["exit_status"], stopped["limit"], stopped["steps"]) == ("RunCostLimitExceeded", "run_cost", 1)
+    solve = json.loads((run / "solve.json").read_text())
+    assert solve["executor"]["name"] == "ray" and solve["totals"]["cost"] == pytest.approx(4 * CALL_COST)
+    assert files_holding(run, KEY) == [] and KEY not in proc.stdout + proc.stderr
