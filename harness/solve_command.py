@@ -23,7 +23,11 @@ MAX_ATTEMPTS = 100
 def add_solve_parser(sub, common: argparse.ArgumentParser) -> None:
     from harness.agents.pins import DEFAULT_PIN
     solve = sub.add_parser("solve", parents=[common],
-                           help="run (or replay) a pinned agent scaffold on instances: its diffs as predictions")
+                           help="run (or replay) a pinned agent scaffold on instances: its diffs as predictions",
+                           epilog="--timeout, --perturbed-run, --canary-seed, --cache-level and --disk-budget apply "
+                                  "to the grading of --grade; --cpus to the working sandboxes and the grading. API "
+                                  "keys come from the environment (litellm's variables, MSWEA_MODEL_API_KEY) and "
+                                  "are written nowhere. docs/AGENTS.md")
     what = solve.add_mutually_exclusive_group()
     what.add_argument("--model", metavar="NAME",
                       help="the model (litellm's name, e.g. openai/gpt-4o-mini); its API key from the environment")
