@@ -17,14 +17,18 @@ the host answers, strictly in turn::
     {"type": "usage", "step", "cost", "tokens_in",        {"type": "reply"}
      "tokens_out", "seconds"}        after a model call
     {"type": "execute", "command", "cwd", "timeout",      {"type": "reply", "output", "returncode",
-     "env"}                          one command          "timed_out", "truncated", "seconds"}
+     "env"}                          one command          "timed_out", "truncated", "seconds"}, or
+                                                          {"type": "reply", "error"}: no command can have
+                                                          that (a NUL byte): the driver raises ValueError,
+                                                          as the scaffold's own environment would
     {"type": "done", "exit_status", "submission",         {"type": "reply"}; the driver exits
      "trajectory", "cost", "calls", "error"}
 
 ``stop`` tells the driver to end the attempt with the harness's exit status for that limit
 (harness.agents.budgets). A command's ``timeout`` is the scaffold's; the host cuts it to
-the attempt's remaining wall time. A driver that sends anything else, or a line that is
-not a JSON object, ends its attempt as ``ScaffoldError``; so does one that exits without
+the attempt's remaining wall time. A driver that sends anything else, a malformed request
+(a cost that is not a finite number >= 0, ...) or a line that is not a JSON object, ends its
+attempt as ``ScaffoldError``; so does one that exits without
 ``done``. The driver side of this module is re-implemented inside each driver script
 (they import nothing of the harness).
 """

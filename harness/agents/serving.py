@@ -21,6 +21,7 @@ attempt never raises for the scaffold's faults. Everything returned is scrubbed 
 from __future__ import annotations
 
 import datetime as dt
+import math
 import os
 import signal
 import socket
@@ -188,27 +189,41 @@ def _serve(channel: Channel, scaffold: Scaffold, environment: ScaffoldEnvironmen
     while True:
         left = state.clock.remaining()
         message = channel.receive(None if left is None else max(left, 0) + SILENCE_GRACE_SECONDS)
-        kind = message["type"]
-        if kind == CHECK:
-            state.messages += [m for m in message.get("messages") or [] if isinstance(m, dict)]
-            stop = limits.host_stop(state.clock, state.ledger, spec.budgets.run_cost_limit)
-            channel.send({"type": REPLY, "stop": stop})
-        elif kind == USAGE:
-            cost = float(message.get("cost") or 0.0)
-            state.cost += cost
-            state.calls += 1
-            state.tokens_in += int(message.get("tokens_in") or 0)
-            state.tokens_out += int(message.get("tokens_out") or 0)
-            state.ledger.charge(cost)
-            state.step().model_seconds = round(float(message.get("seconds") or 0.0), 3)
-            channel.send({"type": REPLY})
-        elif kind == EXECUTE:
-            channel.send({"type": REPLY, **_execute(workspace, message, state)})
-        elif kind == DONE:
-            channel.send({"type": REPLY})
+        try:
+            done = _answer(channel, workspace, state, message)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise ProtocolError(f"a malformed {str(message.get('type'))[:40]!r} message: {exc}") from None
+        if done:
             return message
-        else:
-            raise ProtocolError(f"unknown request {kind[:40]!r}")
+
+
+def _answer(channel: Channel, workspace: Workspace, state: _Attempt, message: dict) -> bool:
+    """Answer one request; True when it was ``done``."""
+    spec = state.spec
+    kind = message["type"]
+    if kind == CHECK:
+        state.messages += [m for m in message.get("messages") or [] if isinstance(m, dict)]
+        stop = limits.host_stop(state.clock, state.ledger, spec.budgets.run_cost_limit)
+        channel.send({"type": REPLY, "stop": stop})
+    elif kind == USAGE:
+        cost = float(message.get("cost") or 0.0)
+        if not math.isfinite(cost) or cost < 0:
+            raise ValueError(f"a model call's cost must be a finite number >= 0, got {cost!r}")
+        state.cost += cost
+        state.calls += 1
+        state.tokens_in += int(message.get("tokens_in") or 0)
+        state.tokens_out += int(message.get("tokens_out") or 0)
+        state.ledger.charge(cost)
+        state.step().model_seconds = round(float(message.get("seconds") or 0.0), 3)
+        channel.send({"type": REPLY})
+    elif kind == EXECUTE:
+        channel.send({"type": REPLY, **_execute(workspace, message, state)})
+    elif kind == DONE:
+        channel.send({"type": REPLY})
+        return True
+    else:
+        raise ProtocolError(f"unknown request {kind[:40]!r}")
+    return False
 
 
 def _execute(workspace: Workspace, message: dict, state: _Attempt) -> dict:
@@ -218,8 +233,11 @@ def _execute(workspace: Workspace, message: dict, state: _Attempt) -> dict:
     if left is not None:
         timeout = max(1.0, min(timeout, left))
     env = message.get("env") or {}
-    result = workspace.run(str(command), cwd=str(message.get("cwd") or "/testbed"), timeout=timeout,
-                           env={str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else None)
+    try:
+        result = workspace.run(str(command), cwd=str(message.get("cwd") or "/testbed"), timeout=timeout,
+                               env={str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else None)
+    except ValueError as exc:  # no command can have it (a NUL byte, a relative cwd): the scaffold's exception,
+        return {"error": str(exc)}  # as its own environment raises one (subprocess refuses it there)
     timing = state.step()
     timing.exec_seconds = round(timing.exec_seconds + result.seconds, 3)
     timing.returncode, timing.timed_out = result.returncode, result.timed_out

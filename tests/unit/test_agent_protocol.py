@@ -24,6 +24,7 @@ from harness.agents.pins import ScaffoldEnvironment, ScaffoldPin
 from harness.agents.protocol import Channel, ProtocolError, expect
 from harness.agents.scaffold import AttemptSpec, Effective
 from harness.agents.scrubbing import Scrubber
+from harness.agents.workspace import check_arguments
 
 # ---------------------------------------------------------------------------- the framing
 
@@ -108,8 +109,14 @@ DRIVER = textwrap.dedent('''
             break
         call({"type": "usage", "step": step, "cost": 0.25, "tokens_in": 100, "tokens_out": 10, "seconds": 0.01})
         steps = step
+        if behaviour == "bad-cost":
+            call({"type": "usage", "step": step, "cost": "a lot"})
+            time.sleep(30)
         reply = call({"type": "execute", "command": start["config"]["commands"][step - 1], "cwd": "/testbed",
                       "timeout": 60, "env": {"PAGER": "cat"}})
+        if reply.get("error"):
+            status = "ValueError"
+            break
         if reply["output"].startswith("SUBMIT"):
             break
     submission = reply["output"].split("\\n", 1)[1] if status == "Submitted" else ""
@@ -151,6 +158,7 @@ class StandInWorkspace:
                        "commit -qm base", shell=True, cwd=root, check=True)
 
     def run(self, command, *, cwd="/testbed", timeout=60, env=None):
+        check_arguments(command, cwd, timeout, env)      # what the real workspace refuses, refused alike
         self.calls.append({"command": command, "cwd": cwd, "timeout": timeout, "env": env})
         started = time.monotonic()
         proc = subprocess.run(["bash", "-c", command], cwd=self.root, capture_output=True, text=True)
@@ -250,12 +258,19 @@ def test_a_driver_silent_past_its_wall_time_is_killed(attempt, monkeypatch):
     assert result.trajectory["messages"] == [{"role": "system", "content": "hi"}]
 
 
-@pytest.mark.parametrize("behaviour, match", [("garbage", "not a JSON line"), ("exit", "the scaffold crashed")])
+@pytest.mark.parametrize("behaviour, match", [("garbage", "not a JSON line"), ("exit", "the scaffold crashed"),
+                                             ("bad-cost", "malformed 'usage' message")])
 def test_a_driver_that_breaks_the_protocol_or_dies_is_a_scaffold_error(attempt, behaviour, match):
     result, _ = attempt(behaviour)
     assert result.record.exit_status == "ScaffoldError" and match in result.record.error
     assert result.record.prediction is not None            # the tree is still read: tree truth
     assert KEY not in json.dumps(result.record.to_json()) + result.log
+
+
+def test_a_command_no_sandbox_can_run_is_the_scaffolds_exception_not_the_harness_failing(attempt):
+    result, _ = attempt(commands=("echo a\0b", "true", "true"))
+    assert result.record.exit_status == "ValueError" and result.record.steps == 1
+    assert attempt.workspace.calls == []          # refused before anything ran
 
 
 def test_a_driver_of_another_version_than_the_pin_is_refused(attempt):

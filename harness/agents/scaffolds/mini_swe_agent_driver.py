@@ -101,6 +101,8 @@ def main(argv):
         def execute(self, command, cwd="", *, timeout=None):
             reply = channel.call({"type": "execute", "command": command, "cwd": cwd or self.config.cwd,
                                   "timeout": timeout or self.config.timeout, "env": self.config.env})
+            if reply.get("error"):  # what subprocess refuses in the scaffold's own environment (a NUL byte)
+                raise ValueError(reply["error"])
             if reply["timed_out"]:
                 raise subprocess.TimeoutExpired(command, timeout or self.config.timeout,
                                                 output=reply["output"].encode("utf-8", "replace"))
