@@ -77,7 +77,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
         output_dir=args.output_dir.expanduser().resolve(), cache_dir=args.cache_dir, force=args.force,
         grade=args.grade, grade_timeout=args.timeout, registry=args.registry, quiet=args.quiet, verbose=args.verbose,
         grading={"perturbed_run": args.perturbed_run, "canary_seed": args.canary_seed,
-                 "cache_level": args.cache_level, "disk_budget": args.disk_budget})
+                 "cache_level": args.cache_level, "disk_budget": args.disk_budget},
+        on_progress=None if args.quiet else _progress)
     if not args.quiet:
         print(render(result))
     if result.graded is not None and not args.quiet:
@@ -88,6 +89,14 @@ def cmd_solve(args: argparse.Namespace) -> int:
               "re-run the same command to finish", file=sys.stderr)
         return 3
     return 0
+
+
+def _progress(event) -> None:
+    """One line on stderr per attempt as it ends."""
+    attempt = "" if event.attempt is None else f" attempt {event.attempt}"
+    limit = f" ({event.limit} limit)" if event.limit else ""
+    print(f"harness: [{event.done}/{event.total}] {event.instance_id}{attempt}: {event.exit_status}{limit}, "
+          f"{event.record.steps} steps, ${float(event.record.usage.get('cost') or 0):.4f}", file=sys.stderr)
 
 
 def render(result) -> str:
