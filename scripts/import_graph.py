@@ -44,7 +44,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("node", ("evaluation", "agents")),
     ("run", ("run",)),
     ("commands", ("__init__", "__main__", "cli", "cliargs", "clioutput", "cluster", "compare", "spec_commands",
-                  "swebench", "swebench.flags", "swebench.options")),
+                  "solve_command", "swebench", "swebench.flags", "swebench.options")),
 )
 
 
