@@ -161,7 +161,9 @@ def run_attempt(scaffold: Scaffold, environment: ScaffoldEnvironment, workspace:
                "tokens_out": state.tokens_out},
         steps=state.calls, wall_seconds=round(state.clock.elapsed(), 3),
         step_timings=[t.__dict__ for _, t in sorted(state.timings.items())],
-        image={"tag": workspace.image, "id": workspace.image_id},
+        image={"tag": workspace.image, "id": workspace.image_id,
+               # tracked files the image's build changed, folded into the one commit (workspace.FOLD_SCRIPT)
+               "folded_into_commit": list(getattr(workspace, "folded", ()))},
         prediction=None if tree is None else {"sha256": tree.sha256, "files": list(tree.files),
                                               "binary_files": list(tree.binary_files), "symlinks": list(tree.symlinks)},
         submission_sha256=sha256_text(submission),

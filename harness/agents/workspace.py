@@ -38,6 +38,11 @@ in ``cacert.pem``, sphinx's ``tox.ini``): grading starts from it too, so a patch
 those changes would not apply there. ``against="export"`` gives the patch against the base
 commit instead, which is what the agent's own ``git add -A && git diff --cached`` prints. The
 sandbox's ``.git`` is never read, so a commit, a reset or a rewritten index there changes nothing.
+
+What the agent's own git shows starts clean, as in SWE-bench's images: the pristine tree's edits
+of tracked files are folded into the one commit when the sandbox starts (:data:`FOLD_SCRIPT`,
+:attr:`DockerWorkspace.folded`), so ``git status`` and the scaffold's own submission hold the
+agent's changes only.
 """
 
 from __future__ import annotations
@@ -113,6 +118,8 @@ class DockerWorkspace:
         self.limits = limits or TreeLimits()
         self.scratch_dir = scratch_dir
         self.output_limit = output_limit
+        #: tracked files the image's build changed, folded into the one commit when it started
+        self.folded: tuple[str, ...] = ()
 
     def run(self, command: str, *, cwd: str = TESTBED, timeout: float = 60,
             env: Mapping[str, str] | None = None) -> CommandResult:
@@ -205,6 +212,40 @@ def setup_command(uid: int, gid: int) -> list[str]:
     return ["/bin/sh", "-c", f"chown {uid}:{gid} {TESTBED} && chmod 0755 {TESTBED} && exec {copy}"]
 
 
+#: Run as the harness user in /testbed after the copy. The image's build may have changed tracked
+#: files (requests' appended CA in ``cacert.pem``, sphinx's ``tox.ini``); SWE-bench's images commit
+#: such edits after their set-up (``git commit -am``), so an agent there starts from a clean
+#: ``git status`` and its ``git add -A && git diff --cached`` holds its own changes only. Here the
+#: edits are folded into the one commit instead (a new root commit of the same message, author and
+#: dates; no reflog), so the history stays one commit and ``git log --all`` shows nothing else.
+#: Prints the folded paths, one per line, after the marker.
+FOLD_MARKER = "harness-folded:"
+FOLD_SCRIPT = f"""set -e
+cd {TESTBED}
+export HOME=/tmp GIT_CONFIG_NOSYSTEM=1
+if git diff --quiet HEAD --; then echo '{FOLD_MARKER}'; exit 0; fi
+echo '{FOLD_MARKER}'
+git diff --name-only HEAD --
+git add -u
+export GIT_AUTHOR_NAME="$(git show -s --format=%an HEAD)" GIT_AUTHOR_EMAIL="$(git show -s --format=%ae HEAD)"
+export GIT_AUTHOR_DATE="$(git show -s --format=%ad --date=raw HEAD)"
+export GIT_COMMITTER_NAME="$(git show -s --format=%cn HEAD)" GIT_COMMITTER_EMAIL="$(git show -s --format=%ce HEAD)"
+export GIT_COMMITTER_DATE="$(git show -s --format=%cd --date=raw HEAD)"
+commit=$(git show -s --format=%B HEAD | git commit-tree "$(git write-tree)")
+git -c core.logAllRefUpdates=false update-ref HEAD "$commit"
+"""
+
+
+def fold_command(uid: int, gid: int) -> list[str]:
+    return [*dropped_to(uid, gid), "/bin/sh", "-c", FOLD_SCRIPT]
+
+
+def folded_paths(output: str) -> tuple[str, ...]:
+    """The paths :data:`FOLD_SCRIPT` folded into the commit (its output after the marker)."""
+    _, _, after = output.partition(FOLD_MARKER)
+    return tuple(line for line in after.splitlines() if line.strip())
+
+
 def open_workspace(backend: DockerBackend, prepared: Prepared, *, name_hint: str, task: str = "",
                    limits: TreeLimits | None = None, scratch_dir: Path | None = None) -> DockerWorkspace:
     """Start a working sandbox from ``prepared``'s instance image (see the module's
@@ -219,10 +260,17 @@ def open_workspace(backend: DockerBackend, prepared: Prepared, *, name_hint: str
         if not result.ok:
             raise InfrastructureError(f"populating {TESTBED} from {PRISTINE_TREE} failed (exit {result.exit_code}): "
                                       f"{result.output[-1000:]}")
+        fold = sandbox.exec(fold_command(uid, gid), workdir="/", timeout=SETUP_SECONDS, output_limit=256 * 1024,
+                            user=ROOT)
+        if not fold.ok or FOLD_MARKER not in fold.output:
+            raise InfrastructureError(f"folding the image's edits of tracked files into {TESTBED}'s commit failed "
+                                      f"(exit {fold.exit_code}): {fold.output[-1000:]}")
         install(sandbox)
     except BaseException:
         sandbox.close()
         raise
-    return DockerWorkspace(sandbox, image=prepared.image.tag, image_id=prepared.image.image_id, base=base,
-                           env=scrubbed_env(prepared.spec), user=backend.user, limits=limits,
-                           scratch_dir=scratch_dir)
+    workspace = DockerWorkspace(sandbox, image=prepared.image.tag, image_id=prepared.image.image_id, base=base,
+                                env=scrubbed_env(prepared.spec), user=backend.user, limits=limits,
+                                scratch_dir=scratch_dir)
+    workspace.folded = folded_paths(fold.output)
+    return workspace

@@ -86,6 +86,7 @@ def test_the_repository_has_one_commit_no_remote_no_tag_and_is_the_export(worksp
     assert ok(workspace, "git remote -v; git tag; git stash list; git reflog") == ""
     assert ok(workspace, "git for-each-ref --format='%(refname)'").split() == ["refs/heads/main"]
     assert ok(workspace, "git status --porcelain --untracked-files=all") == ""
+    assert workspace.folded == ()  # the demo image's build changes no tracked file: the export's commit as it is
 
 
 @pytest.mark.parametrize("instance_id", sorted(INSTANCES))
@@ -327,6 +328,12 @@ def image_with_its_own_changes(engine, prepared):
 
 def test_the_prediction_is_taken_against_the_tree_the_agent_was_given(backend, image_with_its_own_changes):
     with open_workspace(backend, image_with_its_own_changes, name_hint="agent-pristine") as ws:
+        # the build's edit is folded into the one commit, as SWE-bench's images commit theirs:
+        # the agent's git starts clean and its history is still one commit with no reflog
+        assert ws.folded == ("README.md",)
+        assert ok(ws, "git status --porcelain --untracked-files=all") == ""
+        assert ok(ws, "git rev-list --all --count").strip() == "1" and ok(ws, "git reflog") == ""
+        assert ok(ws, "git show HEAD:README.md").endswith("appended by the build\n")
         ok(ws, "printf 'agent line\\n' >> README.md && printf 'x = 2\\n' >> calcly/ops.py")
         diff = ws.diff()
         assert diff.files == ("README.md", "calcly/ops.py")
@@ -337,7 +344,8 @@ def test_the_prediction_is_taken_against_the_tree_the_agent_was_given(backend, i
         applied = ok(ws, f"rm -rf /tmp/p && cp -a {PRISTINE_TREE} /tmp/p && cd /tmp/p && echo {encoded} | base64 -d "
                          "| git apply && git diff --stat | tail -1")
         assert "2 files changed" in applied
-        # against the base commit: the build's change is in it, as the agent's own submission has it
+        # the agent's own submission holds its changes only, as the harness's prediction does
+        assert sandbox_submission(ws) == diff.patch
+        # against the base commit: the build's change is in it
         exported = ws.diff(against="export")
-        assert "+appended by the build" in exported.patch and exported.patch == sandbox_submission(ws)
-        assert exported.base_tree != diff.base_tree
+        assert "+appended by the build" in exported.patch and exported.base_tree != diff.base_tree
