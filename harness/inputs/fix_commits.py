@@ -195,6 +195,19 @@ def _diff(repo, base: str, fix: str, paths: list[str], refuse) -> str:
     return text
 
 
+def version_at(path: Path, commit: str, rule: VersionRule = VersionRule()) -> tuple[str, str]:
+    """(full commit id, its version under ``rule``) for ``commit`` of the repository at
+    ``path``: what a record based there gets (``harness specs init`` keys its spec so).
+    Raises CommitRefused when the commit is not there or the rule gives no version."""
+    repo = open_repository(path)
+    sha = _resolve(repo, commit, "--commit")
+    version = version_of(rule, _nearest_tag(repo, sha) if rule.needs_tag else None)
+    if version is None:
+        raise CommitRefused(f"no tag is reachable from {sha[:12]} (git describe --tags), so the {rule.describe()} "
+                            "rule gives no version: give --version VERSION", record=sha[:12], field="--version")
+    return sha, version
+
+
 def parse_since(text: str) -> dt.datetime:
     """``--since``: an ISO date or date-time (UTC when it names no zone)."""
     try:
