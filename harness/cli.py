@@ -226,7 +226,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     from harness.atomic import write_json_atomic, write_text_atomic
     from harness.inputs.instances import load_instances
-    from harness.results.validity import instance_validity, render_markdown, validity_report
+    from harness.results.validity import instance_validity, render_markdown, validation_problem, validity_report
     from harness.paths import RunPaths, safe_run_id
     instances_path, dataset = resolve_instance_source(args)
     named = Path(dataset["source"]).name if dataset else instances_path.stem
@@ -239,6 +239,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         gold = execute_run(args, instances_path, "gold", f"gold-{n}", root, show=False,
                            label=f"{root.name}-gold-{n}", dataset=dataset, canary_seed=seed)
         gold_runs.append({r.instance_id: r.to_report() for r in gold.results})
+        refused = list(gold.summary.get("input_errors") or {})
     # the empty run drops what the reference disproved
     empty_run = execute_run(args, instances_path, "empty", "empty", root, show=False, label=f"{root.name}-empty",
                             dataset=dataset, canary_seed=seed, control=root / "gold-1")
@@ -246,15 +247,23 @@ def cmd_validate(args: argparse.Namespace) -> int:
     rows = []
     for inst in load_instances(instances_path, args.instance_ids).instances:
         gold = [run[inst.instance_id] for run in gold_runs if inst.instance_id in run]
+        if not gold:
+            continue  # refused before it ran (named on stderr and under the report's "refused")
         rows.append(instance_validity(inst.instance_id, inst.fail_to_pass, inst.pass_to_pass, gold,
                                       empty.get(inst.instance_id)))
     report = validity_report(rows, args.repeat)
     report["canary_seed"] = seed
+    report["refused"] = refused
     layout = RunPaths(root)
     write_json_atomic(layout.validity_json, report)
     write_text_atomic(layout.validity_markdown, render_markdown(report))
     print(render_markdown(report))
     print(f"validity report: {layout.validity_json}")
+    problem = validation_problem(rows, {r["instance_id"]: [run[r["instance_id"]] for run in gold_runs
+                                                           if r["instance_id"] in run] for r in rows}, refused)
+    if problem is not None:
+        print(f"harness: validate: {problem}", file=sys.stderr)
+        return 2
     return 0
 
 
