@@ -45,7 +45,11 @@ _DIFF_OPTIONS = ("--no-color", "--no-ext-diff", "--no-textconv", "--no-renames")
 
 
 class CommitRefused(InputError):
-    """A fix commit the records cannot be made from (names the commit and why)."""
+    """A fix commit the records cannot be made from (names the commit and why: ``reason``)."""
+
+    def __init__(self, reason: str, **where: str | None) -> None:
+        super().__init__(reason, **where)
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -104,7 +108,7 @@ def records_from_commits(repo_name: str, path: Path, commits: Sequence[str], *,
         except CommitRefused as exc:
             if named:
                 raise
-            out.skipped.append(Skipped(sha, exc.args[0].split(": ", 2)[-1]))
+            out.skipped.append(Skipped(sha, exc.reason))
     try:
         setups = environment_setup_commits(out.records, env_setup)  # type: ignore[arg-type]
     except RuleError as exc:
@@ -122,11 +126,10 @@ def records_from_commits(repo_name: str, path: Path, commits: Sequence[str], *,
 def _resolve(repo, name: str, what: str = "commit") -> str:
     """The full id of the commit ``name`` names; refused (naming it) when there is none."""
     import git
-    try:
-        return str(repo.commit(name).hexsha)
-    except (git.BadName, git.BadObject, ValueError, IndexError) as exc:
-        raise CommitRefused(f"{name!r} names no commit in {repo.git_dir} ({type(exc).__name__})",
-                            record=name, field=what) from None
+    try:  # git itself decides (GitPython takes any 40 hex digits for a commit without looking)
+        return str(repo.git.rev_parse("--verify", "--quiet", "--end-of-options", f"{name}^{{commit}}")).strip()
+    except git.GitCommandError:
+        raise CommitRefused(f"{name!r} names no commit in {repo.git_dir}", record=name, field=what) from None
 
 
 def _expand(repo, commits: Sequence[str]) -> Iterable[tuple[str, bool]]:
