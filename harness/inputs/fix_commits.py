@@ -41,6 +41,8 @@ from harness.inputs.repos import READ_ENV, GitDir
 #: ``safe.directory=*`` as command-line configuration (git honours it only from there or
 #: from the system/global files, which are off): a repository owned by another user opens
 _SAFE_DIRECTORY = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": "*"}
+DEFAULT_TEST_RULE = TestPathRule()
+DEFAULT_VERSION_RULE = VersionRule()
 _DIFF_OPTIONS = ("--no-color", "--no-ext-diff", "--no-textconv", "--no-renames")
 
 
@@ -82,8 +84,8 @@ def open_repository(path: Path):
 
 
 def records_from_commits(repo_name: str, path: Path, commits: Sequence[str], *,
-                         since: dt.datetime | None = None, test_rule: TestPathRule = TestPathRule(),
-                         version_rule: VersionRule = VersionRule(), env_setup: str = "base",
+                         since: dt.datetime | None = None, test_rule: TestPathRule = DEFAULT_TEST_RULE,
+                         version_rule: VersionRule = DEFAULT_VERSION_RULE, env_setup: str = "base",
                          problem_statements: Mapping[str, str] | None = None,
                          instance_ids: Mapping[str, str] | None = None) -> FromCommits:
     """Records for ``commits`` of the repository at ``path`` (named ``repo_name``,
@@ -198,7 +200,7 @@ def _diff(repo, base: str, fix: str, paths: list[str], refuse) -> str:
     return text
 
 
-def version_at(path: Path, commit: str, rule: VersionRule = VersionRule()) -> tuple[str, str]:
+def version_at(path: Path, commit: str, rule: VersionRule = DEFAULT_VERSION_RULE) -> tuple[str, str]:
     """(full commit id, its version under ``rule``) for ``commit`` of the repository at
     ``path``: what a record based there gets (``harness specs init`` keys its spec so).
     Raises CommitRefused when the commit is not there or the rule gives no version."""

@@ -66,6 +66,17 @@ class Inferred:
         self.sources[name] = source
 
 
+def _table(data: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """``data[key]`` when it is a table, else an empty one (the tree's files are data: any shape)."""
+    value = data.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def _items(data: Mapping[str, Any], key: str) -> list[Any]:
+    value = data.get(key)
+    return value if isinstance(value, list) else []
+
+
 def _toml(read: Reader, path: str) -> dict[str, Any]:
     text = read(path)
     if text is None:
@@ -116,7 +127,7 @@ def infer_spec(read: Reader, paths: Sequence[str], pythons: Sequence[str]) -> In
 
 def _python(read: Reader, paths: Sequence[str], pyproject: Mapping[str, Any], setup_cfg: configparser.ConfigParser,
             setup_py: str, pythons: Sequence[str]) -> tuple[str, str, str]:
-    project = pyproject.get("project") if isinstance(pyproject.get("project"), dict) else {}
+    project = _table(pyproject, "project")
     requires, where = None, ""
     if isinstance(project.get("requires-python"), str):
         requires, where = project["requires-python"], "pyproject.toml [project] requires-python"
@@ -155,7 +166,7 @@ def _said_pythons(read: Reader, paths: Sequence[str], project: Mapping[str, Any]
             said.update(found)
             told.append(where)
 
-    classifiers = project.get("classifiers") if isinstance(project.get("classifiers"), list) else []
+    classifiers = _items(project, "classifiers")
     cfg_classifiers = setup_cfg.get("metadata", "classifiers", fallback="")
     take("\n".join(c for c in [*map(str, classifiers), *cfg_classifiers.splitlines(), *setup_py.splitlines()]
                    if "Programming Language :: Python ::" in c), "classifiers")
@@ -169,7 +180,7 @@ def _said_pythons(read: Reader, paths: Sequence[str], project: Mapping[str, Any]
 
 
 def _backend(pyproject: Mapping[str, Any], setup_cfg: configparser.ConfigParser, has_setup_py: bool) -> tuple[str, str]:
-    system = pyproject.get("build-system") if isinstance(pyproject.get("build-system"), dict) else {}
+    system = _table(pyproject, "build-system")
     backend = system.get("build-backend")
     if isinstance(backend, str) and backend:
         return backend, "pyproject.toml [build-system]"
@@ -219,8 +230,8 @@ def _valid(lines: Iterable[str]) -> list[str]:
 def _extra_requirements(pyproject: Mapping[str, Any], setup_cfg: configparser.ConfigParser,
                         extras: Sequence[str]) -> list[str]:
     """The requirements the tree's ``extras`` bring (pyproject.toml or setup.cfg)."""
-    project = pyproject.get("project") if isinstance(pyproject.get("project"), dict) else {}
-    optional = project.get("optional-dependencies") if isinstance(project.get("optional-dependencies"), dict) else {}
+    project = _table(pyproject, "project")
+    optional = _table(project, "optional-dependencies")
     lines: list[str] = []
     for extra in extras:
         lines += [r for r in optional.get(extra) or [] if isinstance(r, str)]
@@ -232,8 +243,8 @@ def _test_dependencies(read: Reader, paths: Sequence[str], pyproject: Mapping[st
                        setup_cfg: configparser.ConfigParser) -> tuple[list[str], list[str], dict[str, str]]:
     """(extras, requirement lines, where each kind came from)."""
     sources: dict[str, str] = {}
-    project = pyproject.get("project") if isinstance(pyproject.get("project"), dict) else {}
-    optional = project.get("optional-dependencies") if isinstance(project.get("optional-dependencies"), dict) else {}
+    project = _table(pyproject, "project")
+    optional = _table(project, "optional-dependencies")
     cfg_extras = setup_cfg["options.extras_require"] if setup_cfg.has_section("options.extras_require") else {}
     extras = [e for e in TEST_EXTRAS if e in optional or e in cfg_extras][:1]
     if extras:
@@ -248,7 +259,7 @@ def _test_dependencies(read: Reader, paths: Sequence[str], pyproject: Mapping[st
         lines += _requirement_lines(read, path, seen)
     if files:
         sources["files"] = f"requirements from {', '.join(sorted(files))}"
-    groups = pyproject.get("dependency-groups") if isinstance(pyproject.get("dependency-groups"), dict) else {}
+    groups = _table(pyproject, "dependency-groups")
     for name in TEST_EXTRAS:
         if isinstance(groups.get(name), list):
             lines += [g for g in groups[name] if isinstance(g, str)]
