@@ -20,8 +20,8 @@ Reading the repository keeps the guarantees of :mod:`harness.inputs.repos`: the 
 is located the way git locates it (:class:`~harness.inputs.repos.GitDir`: bare without a
 ``config``, a copy without ``refs/``); every git process GitPython starts gets
 ``GIT_DIR`` (no discovery from a working directory), no system or global configuration,
-no prompt, no lazy fetch from a promisor, no replace objects, ``safe.directory=*`` as
-command-line configuration; diffs run with ``--no-ext-diff --no-textconv`` (no command a
+no prompt, no lazy fetch from a promisor, no replace objects, ``safe.directory=*`` and
+``core.fsmonitor=false`` as command-line configuration; diffs run with ``--no-ext-diff --no-textconv`` (no command a
 repository's configuration names is run); every revision a user typed is resolved to a
 full commit id before it reaches a git command line.
 """
@@ -38,9 +38,12 @@ from harness.inputs.commit_rules import (RuleError, TestPathRule, VersionRule, e
                                          instance_id_for, make_record, problem_statement_of, version_of)
 from harness.inputs.repos import READ_ENV, GitDir
 
-#: ``safe.directory=*`` as command-line configuration (git honours it only from there or
-#: from the system/global files, which are off): a repository owned by another user opens
-_SAFE_DIRECTORY = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": "*"}
+#: repos.py's READ_CONFIG as command-line configuration in the environment (git honours
+#: ``safe.directory`` only from there or from the system/global files, which are off): a
+#: repository owned by another user opens, and its ``core.fsmonitor`` never runs (GitPython's
+#: ``diff-tree`` would start it: GitPython runs git in the work tree)
+_SAFE_DIRECTORY = {"GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": "*",
+                   "GIT_CONFIG_KEY_1": "core.fsmonitor", "GIT_CONFIG_VALUE_1": "false"}
 DEFAULT_TEST_RULE = TestPathRule()
 DEFAULT_VERSION_RULE = VersionRule()
 _DIFF_OPTIONS = ("--no-color", "--no-ext-diff", "--no-textconv", "--no-renames")

@@ -240,3 +240,54 @@ def test_validate_exits_2_when_every_record_is_refused(tmp_path, cache_dir, caps
     code, out, err = _harness(capsys, "validate", "--instances", str(bad), "--repeat", "1", "--output-dir",
                               str(tmp_path / "runs"), "--cache-dir", str(cache_dir), "--quiet")
     assert code == 2 and "every record was refused" in err.splitlines()[-1]
+
+
+def test_a_pull_requests_merge_commit_stands_for_the_request_and_since_filters(tmp_path, capsys):
+    repo, shas = _library(tmp_path)
+    git(repo, "checkout", "-q", "-b", "feature", shas["format"])
+    _commit(repo, "kibibytes", {"tinyunits/binary.py": "def kib(size):\n    return size / 1024\n"})
+    _commit(repo, "test it", {"tests/test_binary.py": "from tinyunits.binary import kib\n\n\ndef test_kib():\n"
+                                                      "    assert kib(2048) == 2\n"})
+    git(repo, "checkout", "-q", "main")
+    git(repo, "merge", "-q", "--no-ff", "feature", "-m", "Merge pull request #7 from someone/bytes\n\nBytes too")
+    merge = git(repo, "rev-parse", "HEAD").strip()
+    out = tmp_path / "records.jsonl"
+    code, _, err = _harness(capsys, "instances", "from-commits", "--repo", f"own/tinyunits={repo}",
+                            f"{shas['docs']}..{merge}", "--out", str(out))
+    assert code == 0, err
+    (record,) = _lines(out)  # the request's own commits are not walked: first parents only
+    assert record["instance_id"] == "own__tinyunits-7" and record["base_commit"] == shas["docs"]
+    assert "tests/test_binary.py" in record["test_patch"] and "tinyunits/binary.py" in record["patch"]
+    assert record["problem_statement"].startswith("Merge pull request #7")
+    future = "2999-01-01"
+    code, _, err = _harness(capsys, "instances", "from-commits", "--repo", f"own/tinyunits={repo}",
+                            f"{shas['release']}..{merge}", "--since", future, "--out", str(tmp_path / "none.jsonl"))
+    assert code == 2 and "before --since" in err and not (tmp_path / "none.jsonl").exists()
+
+
+def test_reading_commits_runs_nothing_a_repository_configures_and_opens_what_git_opens(tmp_path, capsys):
+    repo, shas = _library(tmp_path)
+    marker = tmp_path / "ran"
+    (repo / ".git" / "config").write_text((repo / ".git" / "config").read_text() + (
+        f'[diff]\n\texternal = touch {marker}-external\n[diff "evil"]\n\ttextconv = touch {marker}-textconv\n'
+        f'[core]\n\tfsmonitor = touch {marker}-fsmonitor\n\tpager = touch {marker}-pager\n'))
+    (repo / ".git" / "info").mkdir(exist_ok=True)
+    (repo / ".git" / "info" / "attributes").write_text("*.py diff=evil\n")
+    out = tmp_path / "records.jsonl"
+    code, _, err = _harness(capsys, "instances", "from-commits", "--repo", f"own/tinyunits={repo}", shas["case"],
+                            "--out", str(out))
+    assert code == 0, err
+    assert not list(tmp_path.glob("ran*")), "a command the repository configures ran"
+    assert "+def test_parse_lowercase_unit" in _lines(out)[0]["test_patch"]
+    # a bare copy that lost its empty refs/ and has no config: git opens it (through a view), so do we
+    bare = tmp_path / "bare.git"
+    git(tmp_path, "clone", "-q", "--bare", str(repo), str(bare))
+    git(bare, "pack-refs", "--all")
+    for path in sorted(bare.joinpath("refs").rglob("*"), reverse=True):
+        path.rmdir() if path.is_dir() else path.unlink()
+    bare.joinpath("refs").rmdir()
+    bare.joinpath("config").unlink()
+    code, _, err = _harness(capsys, "instances", "from-commits", "--repo", f"own/tinyunits={bare}", "v0.3.0..main",
+                            "--out", str(out))
+    assert code == 0, err
+    assert len(_lines(out)) == 3  # case, format, refactor; docs (no tests) skipped
