@@ -127,8 +127,13 @@ def cmd_from_commits(args: argparse.Namespace) -> int:
 
 def cmd_derive(args: argparse.Namespace) -> int:
     from harness.run.derive import derive
+    for flag, given in (("--instance-ids", args.instance_ids), ("--perturbed-run", args.perturbed_run)):
+        if given:  # a run option a derivation has no use for: said, never silently ignored
+            raise InputError("derives every record of --instances that lacks its lists; give a file of the records "
+                             "to derive instead" if flag == "--instance-ids" else "grades nothing to perturb",
+                             field=flag)
     result = derive(args.instances, args.out, repeat=args.repeat, output_dir=args.output_dir.expanduser().resolve(),
-                    run_id=args.run_id, **evaluate_options(args))
+                    run_id=args.run_id, canary_seed=args.canary_seed, **evaluate_options(args))
     for row in result.table["instances"]:
         if row["status"] == "derived":
             print(f"{row['instance_id']}: FAIL_TO_PASS {row['FAIL_TO_PASS']}, PASS_TO_PASS {row['PASS_TO_PASS']}"

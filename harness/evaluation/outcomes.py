@@ -21,7 +21,7 @@ import json
 from pathlib import Path
 
 from harness.evaluation.setup import test_files_of
-from harness.grading.conventions import get_convention
+from harness.grading.conventions import IdKind, get_convention
 from harness.grading.parsers import ResultsTooLarge, RunArtefacts, get_parser
 from harness.grading.reporter_parsers import junit_collection_errors
 from harness.grading.status import ErrorReason, InstanceStatus, TestStatus
@@ -70,6 +70,8 @@ def run_outcomes(instance_dir: Path, *, without_fix: bool) -> RunOutcomes:
         if not spelled:
             continue
         test_id = spelled[-1]  # the convention's own form (the native id when it is kept whole)
+        if convention.classify(test_id) is not IdKind.TEST:
+            continue  # a module that did not collect (``tests.test_a``), no test: what it held failed
         statuses[test_id] = TestStatus.worst(statuses[test_id], status) if test_id in statuses else status
         if native in parsed.conflicts:
             conflicts.add(test_id)

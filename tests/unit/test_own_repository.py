@@ -306,3 +306,50 @@ def test_full_pytest_ids_with_spaces_are_graded_and_the_readme_says_so():
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     sentence = readme[readme.index("A spec's `id_convention:`"):readme.index("`pytest-options` (requests")]
     assert "full pytest node ids, spaces in a" in sentence and "names the same" in sentence
+
+
+# ------------------------------------------------------------------ outcomes read back from a run directory
+
+JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">
+<testcase classname="tests.test_a" name="test_one" file="tests/test_a.py"/>
+<testcase classname="tests.test_a" name="test_p[a b]" file="tests/test_a.py"><failure message="x"/></testcase>
+<testcase classname="tests.test_a" name="test_p[a c]" file="tests/test_a.py"/>
+<testcase classname="tests.test_a" name="test_canary_clone" file="tests/test_a.py"><failure message="y"/></testcase>
+</testsuite></testsuites>"""
+
+
+def _evaluated(tmp_path: Path, status: str, reason: str | None, junit: str | None) -> Path:
+    from harness.grading.status import ErrorReason, InstanceStatus
+    from harness.results.report import CommandRecord, InstanceResult
+    directory = tmp_path / "o__n-1"
+    directory.mkdir()
+    result = InstanceResult(instance_id="o__n-1", repo="o/n", model_name_or_path="gold",
+                            status=InstanceStatus(status), error_reason=ErrorReason(reason) if reason else None,
+                            parser="pytest-junit", id_convention="pytest", runner="pytest",
+                            integrity_details={"canaries": [{"test_id": "tests/test_a.py::test_canary_clone"}]},
+                            commands=[CommandRecord("tests", ["pytest"], 1, 1.0)])
+    (directory / "report.json").write_text(json.dumps(result.to_report()))
+    test_patch = ("diff --git a/tests/test_a.py b/tests/test_a.py\n--- a/tests/test_a.py\n+++ b/tests/test_a.py\n"
+                  "@@ -1 +1,2 @@\n x = 1\n+y = 2\n")
+    (directory / "instance.json").write_text(json.dumps({
+        "instance_id": "o__n-1", "repo": "o/n", "base_commit": "ab" * 20, "patch": "", "test_patch": test_patch,
+        "FAIL_TO_PASS": [], "PASS_TO_PASS": []}))
+    if junit is not None:
+        (directory / "results.xml").write_text(junit)
+    return directory
+
+
+def test_every_tests_outcome_is_read_back_in_the_datasets_spelling_without_canaries(tmp_path):
+    from harness.evaluation.outcomes import run_outcomes
+    got = run_outcomes(_evaluated(tmp_path, "NO", None, JUNIT), without_fix=False)
+    # pytest's convention spells a parametrised id cut at its first space; two tests share it: the worst stands
+    assert got.statuses == {"tests/test_a.py::test_one": P, "tests/test_a.py::test_p[a": F} and got.invalid is None
+
+
+def test_a_run_without_the_fix_whose_test_module_did_not_import_is_evidence(tmp_path):
+    from harness.evaluation.outcomes import run_outcomes
+    uncollected = ('<testsuites><testsuite name="pytest"><testcase classname="" name="tests.test_a">'
+                   '<error message="collection failure">ImportError</error></testcase></testsuite></testsuites>')
+    directory = _evaluated(tmp_path, "INVALID", "suite_did_not_run", uncollected)
+    assert run_outcomes(directory, without_fix=True) == RunOutcomes({})
+    assert run_outcomes(directory, without_fix=False).invalid.startswith("suite_did_not_run")
