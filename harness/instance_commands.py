@@ -132,8 +132,13 @@ def cmd_derive(args: argparse.Namespace) -> int:
             raise InputError("derives every record of --instances that lacks its lists; give a file of the records "
                              "to derive instead" if flag == "--instance-ids" else "grades nothing to perturb",
                              field=flag)
+    def starting(name: str, n: int, of: int) -> None:
+        if not args.quiet:
+            print(f"harness: derive: run {n} of {of} ({name}: the test patch's tests "
+                  f"{'with' if name.startswith('with-') else 'without'} the reference patch)", file=sys.stderr)
+
     result = derive(args.instances, args.out, repeat=args.repeat, output_dir=args.output_dir.expanduser().resolve(),
-                    run_id=args.run_id, canary_seed=args.canary_seed, **evaluate_options(args))
+                    run_id=args.run_id, canary_seed=args.canary_seed, on_run=starting, **evaluate_options(args))
     for row in result.table["instances"]:
         if row["status"] == "derived":
             print(f"{row['instance_id']}: FAIL_TO_PASS {row['FAIL_TO_PASS']}, PASS_TO_PASS {row['PASS_TO_PASS']}"

@@ -32,7 +32,7 @@ import datetime as dt
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from harness.atomic import write_json_atomic, write_text_atomic
 from harness.errors import InputError
@@ -67,10 +67,12 @@ def table_paths(out: Path) -> tuple[Path, Path]:
 
 
 def derive(instances: Path, out: Path, *, repeat: int = 2, output_dir: Path = Path("runs"),
-           run_id: str | None = None, **evaluate_options: Any) -> DeriveResult:
+           run_id: str | None = None, on_run: Callable[[str, int, int], None] | None = None,
+           **evaluate_options: Any) -> DeriveResult:
     """Derive the lists of ``instances``' records that lack them and write ``out`` and its
     table. ``evaluate_options`` go to :func:`harness.run.session.evaluate` (``specs``,
-    ``repositories``, ``max_workers``, ``limits``, ``cache_dir``, ``on_progress``, ...).
+    ``repositories``, ``max_workers``, ``limits``, ``cache_dir``, ``on_progress``, ...);
+    ``on_run(name, n, of)`` is called as each of the 2N runs starts.
     Raises InputError when the input cannot be read or ``out`` is the input."""
     instances, out = Path(instances).expanduser().resolve(), Path(out).expanduser().resolve()
     if out == instances:
@@ -81,7 +83,7 @@ def derive(instances: Path, out: Path, *, repeat: int = 2, output_dir: Path = Pa
     derived: dict[str, Derived] = {}
     refused: dict[str, str] = {}
     if to_derive:
-        derived, refused = _run_and_decide(to_derive, root, repeat, evaluate_options)
+        derived, refused = _run_and_decide(to_derive, root, repeat, evaluate_options, on_run)
     records: list[dict[str, Any]] = []
     rows: list[dict[str, Any]] = []
     for where, raw in located:
@@ -117,8 +119,8 @@ def derive(instances: Path, out: Path, *, repeat: int = 2, output_dir: Path = Pa
     return DeriveResult(records, table, refused, written, json_path, root)
 
 
-def _run_and_decide(records: list[dict[str, Any]], root: Path, repeat: int,
-                    options: Mapping[str, Any]) -> tuple[dict[str, Derived], dict[str, str]]:
+def _run_and_decide(records: list[dict[str, Any]], root: Path, repeat: int, options: Mapping[str, Any],
+                    on_run: Callable[[str, int, int], None] | None) -> tuple[dict[str, Derived], dict[str, str]]:
     """The 2N runs of ``records`` under ``root``, then each record's decision; records the
     runs refused before evaluating (malformed, unaddressable ids) with their messages."""
     refused: dict[str, str] = {}
@@ -126,6 +128,8 @@ def _run_and_decide(records: list[dict[str, Any]], root: Path, repeat: int,
     for side, predictions in ((WITH_FIX, "gold"), (WITHOUT_FIX, "empty")):
         for n in range(1, repeat + 1):
             control = RunPaths(root / f"{WITH_FIX}-1").root if side == WITHOUT_FIX else None
+            if on_run is not None:
+                on_run(f"{side}-{n}", len(runs[WITH_FIX]) + len(runs[WITHOUT_FIX]) + 1, 2 * repeat)
             result = evaluate(records, predictions, run_id=f"{side}-{n}", output_dir=root, control=control,
                               label=f"{root.name}-{side}-{n}", derive_lists=True, **options)
             refused.update({k: str(v) for k, v in (result.summary.get("input_errors") or {}).items()})
