@@ -5,9 +5,8 @@ Each record is run N times at base + test patch *without* the reference patch an
 *with* it (harness/run/derive.py); each run gives every test's status under the dataset's
 id convention (:class:`RunOutcomes`, read by harness/evaluation/outcomes.py). Per test:
 
-* it **passes** in a run when PASSED, **fails** when FAILED or ERROR, and is **skipped**
-  or **xfail** when SKIPPED or XFAIL (SWE-bench's lists hold tests that passed: an expected
-  failure is no evidence either way, though grading counts one as fixed or kept). Absent from a run without the fix
+* it **passes** in a run when PASSED or XFAIL (what grading counts as fixed), **fails**
+  when FAILED or ERROR, and is **skipped** when SKIPPED. Absent from a run without the fix
   it fails (its module did not import without the fix: SWE-bench's convention, a test
   missing from the log failed); absent from a run with the fix it is *missing*;
 * **FAIL_TO_PASS**: fails in every run without the fix and passes in every run with it;
@@ -15,7 +14,7 @@ id convention (:class:`RunOutcomes`, read by harness/evaluation/outcomes.py). Pe
 * **flaky**: its outcome differs between runs of one side: reported, left out of both;
 * **broken**: passes in every run without the fix and fails (or is missing) in every run
   with it: the reference patch breaks a test it should keep, and the record is refused;
-* everything else (failing on both sides, skipped, xfail, missing with the fix) is left out and
+* everything else (failing on both sides, skipped, missing with the fix) is left out and
   counted in the table.
 
 The lists keep the order the tests ran in with the fix (the runner's collection order).
@@ -32,8 +31,8 @@ from typing import Any, Mapping, Sequence
 
 from harness.grading.status import TestStatus
 
-PASS, FAIL, SKIP, XFAIL, MISSING = "pass", "fail", "skip", "xfail", "missing"
-_OUTCOME = {TestStatus.PASSED: PASS, TestStatus.XFAIL: XFAIL, TestStatus.FAILED: FAIL, TestStatus.ERROR: FAIL,
+PASS, FAIL, SKIP, MISSING = "pass", "fail", "skip", "missing"
+_OUTCOME = {TestStatus.PASSED: PASS, TestStatus.XFAIL: PASS, TestStatus.FAILED: FAIL, TestStatus.ERROR: FAIL,
             TestStatus.SKIPPED: SKIP}
 #: how many ids of each kind a table cell or a reason names
 SHOWN = 5
@@ -59,7 +58,7 @@ class Derived:
     pass_to_pass: list[str] = field(default_factory=list)
     flaky: list[str] = field(default_factory=list)
     broken: list[str] = field(default_factory=list)
-    #: tests left out of both lists and why: fail_in_both, skipped, xfail, missing_with_fix
+    #: tests left out of both lists and why: fail_in_both, skipped, missing_with_fix
     left_out: dict[str, list[str]] = field(default_factory=dict)
     tests_run: int = 0
     refused: str | None = None
@@ -92,7 +91,7 @@ def decide(instance_id: str, without_fix: Sequence[RunOutcomes], with_fix: Seque
     before, after = _side(without_fix, FAIL), _side(with_fix, MISSING)
     conflicted = {t for run in (*without_fix, *with_fix) for t in run.conflicts}
     out.tests_run = len(after)
-    left: dict[str, list[str]] = {"fail_in_both": [], "skipped": [], "xfail": [], "missing_with_fix": []}
+    left: dict[str, list[str]] = {"fail_in_both": [], "skipped": [], "missing_with_fix": []}
     for test in dict.fromkeys([*after, *before]):  # lists in the order the tests ran with the fix
         was = before.get(test, [FAIL] * len(without_fix))
         now = after.get(test, [MISSING] * len(with_fix))
@@ -106,8 +105,6 @@ def decide(instance_id: str, without_fix: Sequence[RunOutcomes], with_fix: Seque
             out.broken.append(test)
         elif SKIP in (was[0], now[0]):
             left["skipped"].append(test)
-        elif XFAIL in (was[0], now[0]):
-            left["xfail"].append(test)
         elif now[0] == MISSING:
             left["missing_with_fix"].append(test)
         else:

@@ -110,9 +110,8 @@ def test_fail_to_pass_pass_to_pass_and_what_is_left_out():
     without = runs({"a": F, "b": P, "c": F, "d": S, "e": E}, {"a": E, "b": P, "c": F, "d": S, "e": F})
     with_fix = runs({"a": P, "b": P, "c": F, "d": S, "e": X}, {"a": P, "b": P, "c": F, "d": S, "e": X})
     got = decide("i", without, with_fix)
-    # an expected failure is no evidence either way (SWE-bench's lists hold tests that passed)
-    assert (got.fail_to_pass, got.pass_to_pass, got.flaky, got.refused) == (["a"], ["b"], [], None)
-    assert got.left_out == {"fail_in_both": ["c"], "skipped": ["d"], "xfail": ["e"], "missing_with_fix": []}
+    assert (got.fail_to_pass, got.pass_to_pass, got.flaky, got.refused) == (["a", "e"], ["b"], [], None)
+    assert got.left_out == {"fail_in_both": ["c"], "skipped": ["d"], "missing_with_fix": []}
 
 
 def test_a_test_absent_without_the_fix_failed_there():
