@@ -5,7 +5,9 @@ Each record is run N times at base + test patch *without* the reference patch an
 *with* it (harness/run/derive.py); each run gives every test's status under the dataset's
 id convention (:class:`RunOutcomes`, read by harness/evaluation/outcomes.py). Per test:
 
-* it **passes** in a run when PASSED or XFAIL (what grading counts as fixed), **fails**
+* it **passes** in a run when PASSED or XFAIL (what grading counts as fixed and kept: the
+  demo set's lists hold an expected failure too; SWE-bench's own hold only tests that
+  PASSED, docs/DERIVED_LISTS.md counts the difference), **fails**
   when FAILED or ERROR, and is **skipped** when SKIPPED. Absent from a run without the fix
   it fails (its module did not import without the fix: SWE-bench's convention, a test
   missing from the log failed); absent from a run with the fix it is *missing*;
