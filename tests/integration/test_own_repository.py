@@ -104,6 +104,7 @@ def _library(root: Path) -> tuple[Path, dict[str, str]]:
         "tinyunits/__init__.py": fixed_format.replace('"""Sizes', '"""Sizes (SI units)'),
         "tests/test_table.py": 'from tinyunits import UNITS\n\n\ndef test_table():\n    assert UNITS["KB"] == 1000\n'})
     shas["docs"] = _commit(repo, "docs only", {"tinyunits/__init__.py": fixed_format + "\n# SI, not IEC\n"})
+    shas["tests_only"] = _commit(repo, "more tests", {"tests/test_more.py": "def test_more():\n    pass\n"})
     return repo, shas
 
 
@@ -204,16 +205,17 @@ def test_a_repository_not_in_swebench_goes_from_fix_commits_to_a_validated_set(t
     assert code == 2 and "failed to build" in err.splitlines()[-1]
 
 
-@pytest.mark.parametrize("case", ["absent", "no-tests"])
+@pytest.mark.parametrize("case", ["absent", "no-tests", "no-code"])
 def test_a_commit_that_cannot_make_a_record_is_one_line_and_exit_2_with_nothing_written(tmp_path, capsys, case):
     repo, shas = _library(tmp_path)
     out = tmp_path / "records.jsonl"
-    commit = "0" * 40 if case == "absent" else shas["docs"]
+    commit = {"absent": "0" * 40, "no-tests": shas["docs"], "no-code": shas["tests_only"]}[case]
     code, stdout, err = _harness(capsys, "instances", "from-commits", "--repo", f"own/tinyunits={repo}",
                                  shas["case"], commit, "--out", str(out))
     assert code == 2 and not out.exists() and stdout == ""
     assert len(err.strip().splitlines()) == 1
-    assert ("names no commit" if case == "absent" else "changes no test file") in err
+    assert {"absent": "names no commit", "no-tests": "changes no test file",
+            "no-code": "changes only test files"}[case] in err
     # in a range, such a commit is skipped and said, the others still make records
     code, _, err = _harness(capsys, "instances", "from-commits", "--repo", f"own/tinyunits={repo}",
                             f"{shas['format']}..{shas['docs']}", "--out", str(out))
@@ -244,6 +246,7 @@ def test_validate_exits_2_when_every_record_is_refused(tmp_path, cache_dir, caps
 
 def test_a_pull_requests_merge_commit_stands_for_the_request_and_since_filters(tmp_path, capsys):
     repo, shas = _library(tmp_path)
+    mainline = git(repo, "rev-parse", "main").strip()
     git(repo, "checkout", "-q", "-b", "feature", shas["format"])
     _commit(repo, "kibibytes", {"tinyunits/binary.py": "def kib(size):\n    return size / 1024\n"})
     _commit(repo, "test it", {"tests/test_binary.py": "from tinyunits.binary import kib\n\n\ndef test_kib():\n"
@@ -253,10 +256,10 @@ def test_a_pull_requests_merge_commit_stands_for_the_request_and_since_filters(t
     merge = git(repo, "rev-parse", "HEAD").strip()
     out = tmp_path / "records.jsonl"
     code, _, err = _harness(capsys, "instances", "from-commits", "--repo", f"own/tinyunits={repo}",
-                            f"{shas['docs']}..{merge}", "--out", str(out))
+                            f"{mainline}..{merge}", "--out", str(out))
     assert code == 0, err
     (record,) = _lines(out)  # the request's own commits are not walked: first parents only
-    assert record["instance_id"] == "own__tinyunits-7" and record["base_commit"] == shas["docs"]
+    assert record["instance_id"] == "own__tinyunits-7" and record["base_commit"] == mainline
     assert "tests/test_binary.py" in record["test_patch"] and "tinyunits/binary.py" in record["patch"]
     assert record["problem_statement"].startswith("Merge pull request #7")
     future = "2999-01-01"
@@ -290,4 +293,4 @@ def test_reading_commits_runs_nothing_a_repository_configures_and_opens_what_git
     code, _, err = _harness(capsys, "instances", "from-commits", "--repo", f"own/tinyunits={bare}", "v0.3.0..main",
                             "--out", str(out))
     assert code == 0, err
-    assert len(_lines(out)) == 3  # case, format, refactor; docs (no tests) skipped
+    assert len(_lines(out)) == 3  # case, format, refactor; docs (no tests) and more tests (no code) skipped
