@@ -8,7 +8,7 @@ those library calls.
         [--environment-setup base|version-latest] [--problem-statement COMMIT=FILE ...]
         [--instance-id COMMIT=ID ...]
     harness instances derive --instances IN --out OUT [--repeat N] [--specs DIR]
-        [--repos-dir DIR --no-clone] [--max-workers N] ...
+        [--repos-dir DIR --no-clone] [--max-workers N] [--xfail pass|leave-out] ...
 
 Exit codes as every command: 0 done, 2 bad input (a commit refused: nothing written; a
 record refused by the derivation: named on stderr, the others written).
@@ -75,6 +75,9 @@ def add_instances_parser(subparsers, common: argparse.ArgumentParser) -> None:
                         help="runs on each side (default 2): a test whose outcome changes between them is flaky "
                              "and left out")
     derive.add_argument("--run-id", help="directory of the runs under --output-dir (default: derive-<OUT's name>)")
+    derive.add_argument("--xfail", choices=("pass", "leave-out"), default="pass",
+                        help="an expected failure (XFAIL) passes, as grading counts it (default), or is left out of "
+                             "both lists, as SWE-bench's lists hold only tests that PASSED")
     derive.set_defaults(func=cmd_derive)
 
 
@@ -138,7 +141,8 @@ def cmd_derive(args: argparse.Namespace) -> int:
                   f"{'with' if name.startswith('with-') else 'without'} the reference patch)", file=sys.stderr)
 
     result = derive(args.instances, args.out, repeat=args.repeat, output_dir=args.output_dir.expanduser().resolve(),
-                    run_id=args.run_id, canary_seed=args.canary_seed, on_run=starting, **evaluate_options(args))
+                    run_id=args.run_id, xfail=args.xfail, canary_seed=args.canary_seed, on_run=starting,
+                    **evaluate_options(args))
     for row in result.table["instances"]:
         if row["status"] == "derived":
             print(f"{row['instance_id']}: FAIL_TO_PASS {row['FAIL_TO_PASS']}, PASS_TO_PASS {row['PASS_TO_PASS']}"

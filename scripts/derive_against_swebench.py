@@ -145,6 +145,9 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--repeat", type=int, default=2)
     run.add_argument("--max-workers", type=int, default=2)
     run.add_argument("--output-dir", type=Path, required=True)
+    run.add_argument("--xfail", choices=("pass", "leave-out"), default="leave-out",
+                     help="harness instances derive --xfail (default leave-out: SWE-bench's lists hold only tests "
+                          "that PASSED)")
     again = sub.add_parser("compare")
     again.add_argument("root", type=Path)
     args = parser.parse_args(argv)
@@ -163,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
         (root / "input.jsonl").write_text("".join(json.dumps(r) + "\n" for r in stripped))
         command = ["instances", "derive", "--instances", str(root / "input.jsonl"), "--out",
                    str(root / "derived.jsonl"), "--repeat", str(args.repeat), "--max-workers", str(args.max_workers),
-                   "--repos-dir", str(repos_dir), "--no-clone", "--output-dir", str(root / "runs"), "--quiet"]
+                   "--repos-dir", str(repos_dir), "--no-clone", "--output-dir", str(root / "runs"), "--xfail",
+                   args.xfail, "--quiet"]
         print(f"deriving {len(chosen)} records into {root}", flush=True)
         started = time.monotonic()
         code = subprocess.call([sys.executable, "-m", "harness", *command], cwd=ROOT)

@@ -5,9 +5,10 @@ Each record is run N times at base + test patch *without* the reference patch an
 *with* it (harness/run/derive.py); each run gives every test's status under the dataset's
 id convention (:class:`RunOutcomes`, read by harness/evaluation/outcomes.py). Per test:
 
-* it **passes** in a run when PASSED or XFAIL (what grading counts as fixed and kept: the
-  demo set's lists hold an expected failure too; SWE-bench's own hold only tests that
-  PASSED, docs/DERIVED_LISTS.md counts the difference), **fails**
+* it **passes** in a run when PASSED, or XFAIL under the default ``xfail="pass"`` (what
+  grading counts as fixed and kept; the demo set's lists hold an expected failure too);
+  with ``xfail="leave-out"`` an expected failure is left out of both lists, as SWE-bench's
+  own lists hold only tests that PASSED (docs/DERIVED_LISTS.md); it **fails**
   when FAILED or ERROR, and is **skipped** when SKIPPED. Absent from a run without the fix
   it fails (its module did not import without the fix: SWE-bench's convention, a test
   missing from the log failed); absent from a run with the fix it is *missing*;
@@ -16,7 +17,7 @@ id convention (:class:`RunOutcomes`, read by harness/evaluation/outcomes.py). Pe
 * **flaky**: its outcome differs between runs of one side: reported, left out of both;
 * **broken**: passes in every run without the fix and fails (or is missing) in every run
   with it: the reference patch breaks a test it should keep, and the record is refused;
-* everything else (failing on both sides, skipped, missing with the fix) is left out and
+* everything else (failing on both sides, skipped, xfail, missing with the fix) is left out and
   counted in the table.
 
 The lists keep the order the tests ran in with the fix (the runner's collection order).
@@ -33,9 +34,12 @@ from typing import Any, Mapping, Sequence
 
 from harness.grading.status import TestStatus
 
-PASS, FAIL, SKIP, MISSING = "pass", "fail", "skip", "missing"
-_OUTCOME = {TestStatus.PASSED: PASS, TestStatus.XFAIL: PASS, TestStatus.FAILED: FAIL, TestStatus.ERROR: FAIL,
+PASS, FAIL, SKIP, XFAIL, MISSING = "pass", "fail", "skip", "xfail", "missing"
+_OUTCOME = {TestStatus.PASSED: PASS, TestStatus.XFAIL: XFAIL, TestStatus.FAILED: FAIL, TestStatus.ERROR: FAIL,
             TestStatus.SKIPPED: SKIP}
+#: what an expected failure (XFAIL) is: ``pass`` (as grading counts it; the default) or
+#: ``leave-out`` (SWE-bench's lists hold only tests that PASSED)
+XFAIL_RULES = ("pass", "leave-out")
 #: how many ids of each kind a table cell or a reason names
 SHOWN = 5
 
@@ -60,7 +64,7 @@ class Derived:
     pass_to_pass: list[str] = field(default_factory=list)
     flaky: list[str] = field(default_factory=list)
     broken: list[str] = field(default_factory=list)
-    #: tests left out of both lists and why: fail_in_both, skipped, missing_with_fix
+    #: tests left out of both lists and why: fail_in_both, skipped, xfail, missing_with_fix
     left_out: dict[str, list[str]] = field(default_factory=dict)
     tests_run: int = 0
     refused: str | None = None
@@ -73,14 +77,19 @@ class Derived:
                 "left_out": {k: v for k, v in self.left_out.items() if v}, "reason": self.refused}
 
 
-def _side(runs: Sequence[RunOutcomes], absent: str) -> dict[str, list[str]]:
+def _side(runs: Sequence[RunOutcomes], absent: str, xfail: str) -> dict[str, list[str]]:
     """Each test's outcome in each run of one side (``absent``: what a missing test is)."""
     ids = list(dict.fromkeys(t for run in runs for t in run.statuses))  # the order the tests ran in
-    return {t: [_OUTCOME[run.statuses[t]] if t in run.statuses else absent for run in runs] for t in ids}
+    outcome = {**_OUTCOME, TestStatus.XFAIL: PASS if xfail == "pass" else XFAIL}
+    return {t: [outcome[run.statuses[t]] if t in run.statuses else absent for run in runs] for t in ids}
 
 
-def decide(instance_id: str, without_fix: Sequence[RunOutcomes], with_fix: Sequence[RunOutcomes]) -> Derived:
-    """The lists of one record from its runs without and with the reference patch."""
+def decide(instance_id: str, without_fix: Sequence[RunOutcomes], with_fix: Sequence[RunOutcomes],
+           xfail: str = "pass") -> Derived:
+    """The lists of one record from its runs without and with the reference patch
+    (``xfail``: one of :data:`XFAIL_RULES`)."""
+    if xfail not in XFAIL_RULES:
+        raise ValueError(f"xfail must be one of {XFAIL_RULES}, got {xfail!r}")
     out = Derived(instance_id)
     for label, runs in (("without the reference patch", without_fix), ("with the reference patch", with_fix)):
         for n, run in enumerate(runs, 1):
@@ -90,10 +99,10 @@ def decide(instance_id: str, without_fix: Sequence[RunOutcomes], with_fix: Seque
     if not without_fix or not with_fix:
         out.refused = "no run on one side"
         return out
-    before, after = _side(without_fix, FAIL), _side(with_fix, MISSING)
+    before, after = _side(without_fix, FAIL, xfail), _side(with_fix, MISSING, xfail)
     conflicted = {t for run in (*without_fix, *with_fix) for t in run.conflicts}
     out.tests_run = len(after)
-    left: dict[str, list[str]] = {"fail_in_both": [], "skipped": [], "missing_with_fix": []}
+    left: dict[str, list[str]] = {"fail_in_both": [], "skipped": [], "xfail": [], "missing_with_fix": []}
     for test in dict.fromkeys([*after, *before]):  # lists in the order the tests ran with the fix
         was = before.get(test, [FAIL] * len(without_fix))
         now = after.get(test, [MISSING] * len(with_fix))
@@ -107,6 +116,8 @@ def decide(instance_id: str, without_fix: Sequence[RunOutcomes], with_fix: Seque
             out.broken.append(test)
         elif SKIP in (was[0], now[0]):
             left["skipped"].append(test)
+        elif XFAIL in (was[0], now[0]):
+            left["xfail"].append(test)
         elif now[0] == MISSING:
             left["missing_with_fix"].append(test)
         else:
@@ -132,7 +143,8 @@ def render_markdown(table: Mapping[str, Any]) -> str:
     """The derivation table (``table``: :func:`harness.run.derive.derive`'s JSON)."""
     rows = table["instances"]
     derived = [r for r in rows if r["status"] == "derived"]
-    lines = [f"# Derived test lists ({table['repeat']} runs without and {table['repeat']} with the reference patch)",
+    lines = [f"# Derived test lists ({table['repeat']} runs without and {table['repeat']} with the reference patch"
+             f"{', expected failures left out' if table.get('xfail') == 'leave-out' else ''})",
              "", f"- input: {table['input']}", f"- output: {table['output']}",
              f"- records derived: {len(derived)}, refused: {sum(r['status'] == 'refused' for r in rows)}, "
              f"kept as given: {sum(r['status'] == 'unchanged' for r in rows)}",

@@ -39,7 +39,7 @@ from harness.errors import InputError
 from harness.evaluation.outcomes import run_outcomes
 from harness.inputs.instances import has_test_lists, read_located_records
 from harness.paths import RunPaths, safe_run_id
-from harness.results.derivation import Derived, decide, render_markdown
+from harness.results.derivation import XFAIL_RULES, Derived, decide, render_markdown
 from harness.run.session import evaluate
 
 TABLE_SUFFIX = ".derivation.json"
@@ -67,23 +67,26 @@ def table_paths(out: Path) -> tuple[Path, Path]:
 
 
 def derive(instances: Path, out: Path, *, repeat: int = 2, output_dir: Path = Path("runs"),
-           run_id: str | None = None, on_run: Callable[[str, int, int], None] | None = None,
+           run_id: str | None = None, xfail: str = "pass", on_run: Callable[[str, int, int], None] | None = None,
            **evaluate_options: Any) -> DeriveResult:
     """Derive the lists of ``instances``' records that lack them and write ``out`` and its
     table. ``evaluate_options`` go to :func:`harness.run.session.evaluate` (``specs``,
     ``repositories``, ``max_workers``, ``limits``, ``cache_dir``, ``on_progress``, ...);
-    ``on_run(name, n, of)`` is called as each of the 2N runs starts.
+    ``on_run(name, n, of)`` is called as each of the 2N runs starts; ``xfail``: what an
+    expected failure is (:data:`harness.results.derivation.XFAIL_RULES`).
     Raises InputError when the input cannot be read or ``out`` is the input."""
     instances, out = Path(instances).expanduser().resolve(), Path(out).expanduser().resolve()
     if out == instances:
         raise InputError("--out must not be the input file (it is rewritten whole)", field="--out")
+    if xfail not in XFAIL_RULES:
+        raise InputError(f"one of {', '.join(XFAIL_RULES)}, got {xfail!r}", field="--xfail")
     located = read_located_records(instances)
     to_derive = [raw for _, raw in located if isinstance(raw, dict) and not has_test_lists(raw)]
     root = Path(output_dir).expanduser().resolve() / safe_run_id(run_id or f"derive-{out.stem}")
     derived: dict[str, Derived] = {}
     refused: dict[str, str] = {}
     if to_derive:
-        derived, refused = _run_and_decide(to_derive, root, repeat, evaluate_options, on_run)
+        derived, refused = _run_and_decide(to_derive, root, repeat, evaluate_options, on_run, xfail)
     records: list[dict[str, Any]] = []
     rows: list[dict[str, Any]] = []
     for where, raw in located:
@@ -104,7 +107,7 @@ def derive(instances: Path, out: Path, *, repeat: int = 2, output_dir: Path = Pa
             refused[iid] = str(reason)
             rows.append(derived[iid].row() if iid in derived else
                         {"instance_id": iid, "status": "refused", "reason": reason})
-    table = {"input": str(instances), "output": str(out), "repeat": repeat, "runs_dir": str(root),
+    table = {"input": str(instances), "output": str(out), "repeat": repeat, "xfail": xfail, "runs_dir": str(root),
              "written_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
              "derived": sum(r["status"] == "derived" for r in rows),
              "refused": sum(r["status"] == "refused" for r in rows), "instances": rows}
@@ -120,7 +123,8 @@ def derive(instances: Path, out: Path, *, repeat: int = 2, output_dir: Path = Pa
 
 
 def _run_and_decide(records: list[dict[str, Any]], root: Path, repeat: int, options: Mapping[str, Any],
-                    on_run: Callable[[str, int, int], None] | None) -> tuple[dict[str, Derived], dict[str, str]]:
+                    on_run: Callable[[str, int, int], None] | None,
+                    xfail: str) -> tuple[dict[str, Derived], dict[str, str]]:
     """The 2N runs of ``records`` under ``root``, then each record's decision; records the
     runs refused before evaluating (malformed, unaddressable ids) with their messages."""
     refused: dict[str, str] = {}
@@ -141,5 +145,5 @@ def _run_and_decide(records: list[dict[str, Any]], root: Path, repeat: int, opti
             continue
         without = [run_outcomes(RunPaths(d).instance_dir(iid), without_fix=True) for d in runs[WITHOUT_FIX]]
         with_fix = [run_outcomes(RunPaths(d).instance_dir(iid), without_fix=False) for d in runs[WITH_FIX]]
-        decided[iid] = decide(iid, without, with_fix)
+        decided[iid] = decide(iid, without, with_fix, xfail)
     return decided, refused

@@ -111,7 +111,7 @@ def test_fail_to_pass_pass_to_pass_and_what_is_left_out():
     with_fix = runs({"a": P, "b": P, "c": F, "d": S, "e": X}, {"a": P, "b": P, "c": F, "d": S, "e": X})
     got = decide("i", without, with_fix)
     assert (got.fail_to_pass, got.pass_to_pass, got.flaky, got.refused) == (["a", "e"], ["b"], [], None)
-    assert got.left_out == {"fail_in_both": ["c"], "skipped": ["d"], "missing_with_fix": []}
+    assert got.left_out == {"fail_in_both": ["c"], "skipped": ["d"], "xfail": [], "missing_with_fix": []}
 
 
 def test_a_test_absent_without_the_fix_failed_there():
@@ -353,3 +353,13 @@ def test_a_run_without_the_fix_whose_test_module_did_not_import_is_evidence(tmp_
     directory = _evaluated(tmp_path, "INVALID", "suite_did_not_run", uncollected)
     assert run_outcomes(directory, without_fix=True) == RunOutcomes({})
     assert run_outcomes(directory, without_fix=False).invalid.startswith("suite_did_not_run")
+
+
+def test_an_expected_failure_passes_or_is_left_out_as_swebench_leaves_it():
+    without, with_fix = runs({"a": F, "x": X, "y": F}), runs({"a": P, "x": X, "y": X})
+    kept = decide("i", without, with_fix)
+    assert (kept.fail_to_pass, kept.pass_to_pass) == (["a", "y"], ["x"])  # as grading counts an XFAIL
+    left = decide("i", without, with_fix, xfail="leave-out")
+    assert (left.fail_to_pass, left.pass_to_pass, left.left_out["xfail"]) == (["a"], [], ["x", "y"])
+    with pytest.raises(ValueError):
+        decide("i", without, with_fix, xfail="drop")
