@@ -58,13 +58,15 @@ def round_robin(records: list[dict], count: int, taken: set[str]) -> list[dict]:
 
 
 def choose(data: Path, repos_dir: Path, sample: int) -> list[dict]:
+    """The records compared, each marked with its set (``_set``); with ``sample`` 0 an
+    instance in both sets is compared with each set's record (their lists may differ)."""
     sys.path.insert(0, str(ROOT / "scripts"))
     from validate_whole_set import select
     chosen: list[dict] = []
     taken: set[str] = set()
     for name in ("lite", "verified"):
         held, _ = select(_records(data, name), repos_dir)
-        part = round_robin(held, sample, taken) if sample else [r for r in held if r["instance_id"] not in taken]
+        part = round_robin(held, sample, taken) if sample else held
         for record in part:
             record["_set"] = name
         taken.update(r["instance_id"] for r in part)
@@ -74,15 +76,16 @@ def choose(data: Path, repos_dir: Path, sample: int) -> list[dict]:
 
 def compare(root: Path) -> dict:
     """The comparison of ``root/derived.jsonl`` (and its table) with ``root/expected.jsonl``."""
-    expected = {json.loads(line)["instance_id"]: json.loads(line)
-                for line in (root / "expected.jsonl").read_text().splitlines() if line.strip()}
+    expected = {f"{r['_set']}:{r['instance_id']}": r for r in
+                (json.loads(line) for line in (root / "expected.jsonl").read_text().splitlines() if line.strip())}
     derived_path = root / "derived.jsonl"
     derived = {json.loads(line)["instance_id"]: json.loads(line)
                for line in derived_path.read_text().splitlines() if line.strip()} if derived_path.exists() else {}
     table = json.loads((root / "derived.jsonl.derivation.json").read_text())
     rows = {r["instance_id"]: r for r in table["instances"]}
     out: dict = {"instances": {}, "sets": {}}
-    for iid, record in expected.items():
+    for key, record in expected.items():
+        iid = record["instance_id"]
         want_f2p, want_p2p = _lists(record)
         row = rows.get(iid, {})
         entry: dict = {"set": record.get("_set"), "repo": record["repo"], "status": row.get("status"),
@@ -101,7 +104,7 @@ def compare(root: Path) -> dict:
                 p2p_only_here=[t for t in got_p2p if t not in set(want_p2p)])
         else:
             entry.update(f2p_equal=False, p2p_equal=False)
-        out["instances"][iid] = entry
+        out["instances"][key] = entry
     for name in sorted({e["set"] for e in out["instances"].values()}) + ["all"]:
         part = [e for e in out["instances"].values() if name == "all" or e["set"] == name]
         out["sets"][name] = {"records": len(part), "f2p_equal": sum(e["f2p_equal"] for e in part),
@@ -162,18 +165,20 @@ def main(argv: list[str] | None = None) -> int:
         repos_dir = args.repos_dir or args.data / "repos"
         chosen = choose(args.data, repos_dir, args.sample)
         (root / "expected.jsonl").write_text("".join(json.dumps(r) + "\n" for r in chosen))
-        stripped = [{k: v for k, v in r.items() if k not in ("FAIL_TO_PASS", "PASS_TO_PASS", "_set")} for r in chosen]
+        unique = {r["instance_id"]: r for r in reversed(chosen)}  # each record derived once
+        stripped = [{k: v for k, v in r.items() if k not in ("FAIL_TO_PASS", "PASS_TO_PASS", "_set")}
+                    for r in reversed(list(unique.values()))]
         (root / "input.jsonl").write_text("".join(json.dumps(r) + "\n" for r in stripped))
         command = ["instances", "derive", "--instances", str(root / "input.jsonl"), "--out",
                    str(root / "derived.jsonl"), "--repeat", str(args.repeat), "--max-workers", str(args.max_workers),
                    "--repos-dir", str(repos_dir), "--no-clone", "--output-dir", str(root / "runs"), "--xfail",
                    args.xfail, "--quiet"]
-        print(f"deriving {len(chosen)} records into {root}", flush=True)
+        print(f"deriving {len(stripped)} records ({len(chosen)} set records) into {root}", flush=True)
         started = time.monotonic()
         code = subprocess.call([sys.executable, "-m", "harness", *command], cwd=ROOT)
         meta = {"command": "harness " + " ".join(command), "commit": (harness_commit() or "unknown")[:12],
                 "wall_minutes": round((time.monotonic() - started) / 60, 1), "exit_code": code,
-                "records": len(chosen)}
+                "records": len(stripped), "set_records": len(chosen)}
         (root / "meta.json").write_text(json.dumps(meta, indent=1))
     result = compare(root)
     (root / "comparison.json").write_text(json.dumps(result, indent=1))
