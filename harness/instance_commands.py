@@ -153,5 +153,5 @@ def cmd_derive(args: argparse.Namespace) -> int:
     if result.out is not None:
         print(f"{len(result.records)} record(s) written to {result.out}")
     else:
-        print("no record written", file=sys.stderr)
+        print(f"no record written to {args.out} (none was left to write)")
     return 2 if result.refused else 0

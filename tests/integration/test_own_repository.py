@@ -188,8 +188,9 @@ def test_a_repository_not_in_swebench_goes_from_fix_commits_to_a_validated_set(t
     code, out, err = _harness(capsys, "instances", "derive", "--instances", str(lone), "--out", str(lone_out),
                               "--repeat", "1", *common)
     assert code == 2
-    refused = [line for line in err.splitlines() if line.startswith("harness: refused:")]
-    assert len(refused) == 1 and "the reference patch fixes no test" in refused[0]
+    refused = err.strip().splitlines()
+    assert len(refused) == 1 and refused[0].startswith("harness: refused:")
+    assert "the reference patch fixes no test" in refused[0]
     assert "tests/test_table.py::test_table" not in refused[0] or "pass" in refused[0]
     assert not lone_out.exists()
     assert json.loads((tmp_path / "refactor-derived.jsonl.derivation.json").read_text())["refused"] == 1
