@@ -191,7 +191,7 @@ def test_a_repository_not_in_swebench_goes_from_fix_commits_to_a_validated_set(t
     refused = err.strip().splitlines()
     assert len(refused) == 1 and refused[0].startswith("harness: refused:")
     assert "the reference patch fixes no test" in refused[0]
-    assert "tests/test_table.py::test_table" not in refused[0] or "pass" in refused[0]
+    assert "of the 1 tests run with it, 1 pass and 0 fail with and without it" in refused[0]  # the evidence
     assert not lone_out.exists()
     assert json.loads((tmp_path / "refactor-derived.jsonl.derivation.json").read_text())["refused"] == 1
 
