@@ -63,6 +63,8 @@ def run_outcomes(instance_dir: Path, *, without_fix: bool) -> RunOutcomes:
                 if isinstance(c, dict)}
     statuses: dict[str, TestStatus] = {}
     conflicts: set[str] = set()
+    xpassed_natives = _xpassed(output)
+    xpassed: set[str] = set()
     for native, status in parsed.statuses.items():
         if native in canaries:
             continue
@@ -75,7 +77,23 @@ def run_outcomes(instance_dir: Path, *, without_fix: bool) -> RunOutcomes:
         statuses[test_id] = TestStatus.worst(statuses[test_id], status) if test_id in statuses else status
         if native in parsed.conflicts:
             conflicts.add(test_id)
-    return RunOutcomes(statuses, conflicts=tuple(sorted(conflicts)))
+        if (native.split() or [""])[0] in xpassed_natives:
+            xpassed.add(test_id)
+    return RunOutcomes(statuses, conflicts=tuple(sorted(conflicts)), xpassed=tuple(sorted(xpassed)))
+
+
+def _xpassed(output: str) -> set[str]:
+    """The ids pytest's ``-rA`` summary names ``XPASS`` (a test marked xfail that passed:
+    PASSED to the parsers and to grading; SWE-bench's log parsers keep no status for it).
+    The id is the summary line's first token after ``XPASS``, cut at a space as pytest's
+    line is."""
+    found: set[str] = set()
+    for line in output.splitlines():
+        if line.startswith("XPASS "):
+            parts = line.split()
+            if len(parts) > 1:
+                found.add(parts[1])
+    return found
 
 
 def _why(result: InstanceResult) -> str:

@@ -7,8 +7,9 @@ id convention (:class:`RunOutcomes`, read by harness/evaluation/outcomes.py). Pe
 
 * it **passes** in a run when PASSED, or XFAIL under the default ``xfail="pass"`` (what
   grading counts as fixed and kept; the demo set's lists hold an expected failure too);
-  with ``xfail="leave-out"`` an expected failure is left out of both lists, as SWE-bench's
-  own lists hold only tests that PASSED (docs/DERIVED_LISTS.md); it **fails**
+  with ``xfail="leave-out"`` an expected failure, and a test marked as one that passed
+  (pytest's XPASS), is left out of both lists, as SWE-bench's own lists hold only tests
+  that PASSED (docs/DERIVED_LISTS.md); it **fails**
   when FAILED or ERROR, and is **skipped** when SKIPPED. Absent from a run without the fix
   it fails (its module did not import without the fix: SWE-bench's convention, a test
   missing from the log failed); absent from a run with the fix it is *missing*;
@@ -53,6 +54,8 @@ class RunOutcomes:
     invalid: str | None = None
     #: ids several reports of which contradicted each other (left out as flaky)
     conflicts: tuple[str, ...] = ()
+    #: ids that passed although marked as expected to fail (pytest's XPASS; PASSED to grading)
+    xpassed: tuple[str, ...] = ()
 
 
 @dataclass
@@ -81,7 +84,14 @@ def _side(runs: Sequence[RunOutcomes], absent: str, xfail: str) -> dict[str, lis
     """Each test's outcome in each run of one side (``absent``: what a missing test is)."""
     ids = list(dict.fromkeys(t for run in runs for t in run.statuses))  # the order the tests ran in
     outcome = {**_OUTCOME, TestStatus.XFAIL: PASS if xfail == "pass" else XFAIL}
-    return {t: [outcome[run.statuses[t]] if t in run.statuses else absent for run in runs] for t in ids}
+
+    def one(run: RunOutcomes, test: str) -> str:
+        if test not in run.statuses:
+            return absent
+        if xfail == "leave-out" and test in run.xpassed:
+            return XFAIL  # SWE-bench's log parsers keep no status for an XPASS line
+        return outcome[run.statuses[test]]
+    return {t: [one(run, t) for run in runs] for t in ids}
 
 
 def decide(instance_id: str, without_fix: Sequence[RunOutcomes], with_fix: Sequence[RunOutcomes],

@@ -363,3 +363,19 @@ def test_an_expected_failure_passes_or_is_left_out_as_swebench_leaves_it():
     assert (left.fail_to_pass, left.pass_to_pass, left.left_out["xfail"]) == (["a"], [], ["x", "y"])
     with pytest.raises(ValueError):
         decide("i", without, with_fix, xfail="drop")
+
+
+def test_an_xpass_is_left_out_with_the_expected_failures():
+    without = [RunOutcomes({"a": F, "x": P}, xpassed=("x",))]
+    with_fix = [RunOutcomes({"a": P, "x": P}, xpassed=("x",))]
+    assert decide("i", without, with_fix).pass_to_pass == ["x"]  # PASSED to grading
+    assert decide("i", without, with_fix, xfail="leave-out").left_out["xfail"] == ["x"]
+
+
+def test_xpass_lines_of_the_output_mark_their_tests(tmp_path):
+    from harness.evaluation.outcomes import run_outcomes
+    directory = _evaluated(tmp_path, "NO", None, JUNIT)
+    (directory / "test_output.txt").write_text("PASSED tests/test_a.py::test_one\n"
+                                               "XPASS tests/test_a.py::test_p[a c] reason\n")
+    got = run_outcomes(directory, without_fix=False)
+    assert got.xpassed == ("tests/test_a.py::test_p[a",)
