@@ -148,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--repeat", type=int, default=2)
     run.add_argument("--max-workers", type=int, default=2)
     run.add_argument("--output-dir", type=Path, required=True)
+    run.add_argument("--timeout", type=int, default=None,
+                     help="each test run's seconds (default: the spec's); a suite near it times out without the fix")
     run.add_argument("--xfail", choices=("pass", "leave-out"), default="leave-out",
                      help="harness instances derive --xfail (default leave-out: SWE-bench's lists hold only tests "
                           "that PASSED)")
@@ -172,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         command = ["instances", "derive", "--instances", str(root / "input.jsonl"), "--out",
                    str(root / "derived.jsonl"), "--repeat", str(args.repeat), "--max-workers", str(args.max_workers),
                    "--repos-dir", str(repos_dir), "--no-clone", "--output-dir", str(root / "runs"), "--xfail",
-                   args.xfail, "--quiet"]
+                   args.xfail, "--quiet", *(["--timeout", str(args.timeout)] if args.timeout else [])]
         print(f"deriving {len(stripped)} records ({len(chosen)} set records) into {root}", flush=True)
         started = time.monotonic()
         code = subprocess.call([sys.executable, "-m", "harness", *command], cwd=ROOT)
