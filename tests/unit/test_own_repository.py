@@ -315,6 +315,7 @@ JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="py
 <testcase classname="tests.test_a" name="test_p[a b]" file="tests/test_a.py"><failure message="x"/></testcase>
 <testcase classname="tests.test_a" name="test_p[a c]" file="tests/test_a.py"/>
 <testcase classname="tests.test_a" name="test_canary_clone" file="tests/test_a.py"><failure message="y"/></testcase>
+<testcase classname="tests.test_a" name="test_canary_clone[x]" file="tests/test_a.py"><failure message="y"/></testcase>
 </testsuite></testsuites>"""
 
 
