@@ -1,6 +1,7 @@
 """The ``harness`` command line.
 
     harness run        grade predictions (default: the embedded demo set and its predictions)
+    harness solve      run (or replay) a pinned agent scaffold on instances; its diffs are predictions
     harness audit      run the adversarial corpus against your instances and specs
     harness doctor     say what is missing (engine, mmdebstrap, disk); --start-engine starts dockerd
     harness compare    vendor claims vs a run, or run A vs run B (see harness.compare)
@@ -124,6 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_dataset_options(run)
     add_swebench_output_options(run)
     run.set_defaults(func=cmd_run)
+
+    from harness.solve_command import add_solve_parser
+    add_solve_parser(sub, common)
 
     validate = sub.add_parser("validate", parents=[common],
                               help="reference patch N times and empty patch once: a validity report")
