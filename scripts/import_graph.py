@@ -43,8 +43,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("views", ("views",)),
     ("node", ("evaluation", "agents")),
     ("run", ("run",)),
-    ("commands", ("__init__", "__main__", "cli", "cliargs", "clioutput", "cluster", "compare", "spec_commands",
-                  "solve_command", "swebench", "swebench.flags", "swebench.options")),
+    ("commands", ("__init__", "__main__", "cli", "cliargs", "cliruns", "clioutput", "cluster", "compare",
+                  "spec_commands", "instance_commands", "solve_command", "swebench", "swebench.flags",
+                  "swebench.options")),
 )
 
 
