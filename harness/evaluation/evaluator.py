@@ -92,6 +92,8 @@ class Evaluator:
             cost=_number(prediction.extra.get("cost")), calls=_int(prediction.extra.get("calls")),
             resources={"python_hash_seed": self.env["PYTHONHASHSEED"]},
         )
+        if spec.service_hosts:   # the network names a local stand-in answers for (the comparison reads them)
+            self.result.integrity_details["network_stand_ins"] = sorted(spec.service_hosts)
         self.outputs = RunOutputs(patch=prediction.model_patch or "")
         self.canaries: list[canary_mod.Canary] = []
         self.perturbations: list[canary_mod.Canary] = []
