@@ -130,9 +130,9 @@ def initial_files(layout: Layout, model_patch: bytes | None, env: dict[str, str]
     call into /harness; ``staged`` are the test files (path -> (bytes, mode)); ``sections``
     the patch's hunks as byte spans (:meth:`harness.patches.HunkSpans.as_json`) for the
     set-up step's already-present fallback (None: no fallback)."""
-    request = {"testbed": TESTBED, "pristine": PRISTINE_TREE, "env": env, "timeout": timeout,
-               "patch": layout.model_patch if model_patch is not None else None,
-               "strategies": apply_strategies(layout.model_patch), **limits}
+    request: dict[str, object] = {"testbed": TESTBED, "pristine": PRISTINE_TREE, "env": env, "timeout": timeout,
+                                  "patch": layout.model_patch if model_patch is not None else None,
+                                  "strategies": apply_strategies(layout.model_patch), **limits}
     if model_patch is not None and sections:
         request["fallback"] = {"sections": sections, "remaining": layout.remaining_patch,
                                "strategies": apply_strategies(layout.remaining_patch)}

@@ -47,6 +47,7 @@ from typing import Any
 
 from harness.errors import InputError
 from harness.results._io import expect_dict, id_list, read_json
+from harness.swebench.layout import REPORT_NAME as SWEBENCH_REPORT_NAME
 
 __all__ = ["Claims", "CLAIM_FORMATS", "load_claims", "load_validity"]
 
@@ -195,8 +196,10 @@ def detect_format(data: dict) -> str:
     return "harness"  # its error messages name the missing lists
 
 
-#: the names SWE-bench gives a per-instance report (flat: ``<id>.report.json``; nested: ``<id>/report.json``)
-_REPORT_SUFFIX, _REPORT_NAME = ".report.json", "report.json"
+#: the names SWE-bench gives a per-instance report (nested: ``<id>/report.json``, its own layout;
+#: flat: ``<id>.report.json``, as copies of it are kept)
+_REPORT_NAME = SWEBENCH_REPORT_NAME
+_REPORT_SUFFIX = "." + SWEBENCH_REPORT_NAME
 
 
 def _instance_report(path: Path, instance_id: str) -> dict:

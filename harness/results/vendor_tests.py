@@ -32,6 +32,7 @@ verdict), the first in :data:`PRIORITY` order when they differ.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -122,7 +123,7 @@ def outcomes_of(report: Mapping[str, Any] | None) -> SideOutcomes | None:
     for test in report.get("missing") or ():           # ours: graded but not run
         if str(test) in tests:
             tests[str(test)] = (tests[str(test)][0], "failure")
-    integrity = report.get("integrity") if isinstance(report.get("integrity"), Mapping) else {}
+    integrity: Mapping[str, Any] = report["integrity"] if isinstance(report.get("integrity"), Mapping) else {}
     stand_ins = tuple(str(h) for h in integrity.get("network_stand_ins") or ())
     if not stand_ins and any(isinstance(c, Mapping) and c.get("phase") == "service_start"
                              for c in report.get("commands") or ()):
@@ -134,7 +135,7 @@ def outcomes_of(report: Mapping[str, Any] | None) -> SideOutcomes | None:
                         flags=tuple(str(f) for f in integrity.get("flags") or ()))
 
 
-def load_defects(path: str | Path | None) -> dict[str, str]:
+def load_defects(path: str | os.PathLike[str] | None) -> dict[str, str]:
     """instance id -> the entry's text (summary and evidence), from a dataset-defects file."""
     if path is None:
         return {}
@@ -212,17 +213,17 @@ def explain(vendor_resolved: bool, vendor: SideOutcomes | None, ours: SideOutcom
         category = ours.category(test) or vendor.category(test) or "?"
         differences.append(DifferingTest(test, category, theirs, mine, control.outcome(test) if control else None,
                                           decisive, cls, why))
-    decisive = [d for d in differences if d.decisive]
-    classes = tuple(dict.fromkeys(d.reason_class for d in decisive))
-    if ours.error_reason and not decisive:
+    decisives = [d for d in differences if d.decisive]
+    classes = tuple(dict.fromkeys(d.reason_class for d in decisives))
+    if ours.error_reason and not decisives:
         return Explanation("unexplained", ("unexplained",), f"ours {ours.error_reason}: {ours.error_detail[:300]}",
                            tuple(differences))
-    if not decisive or "unexplained" in classes:
+    if not decisives or "unexplained" in classes:
         primary = "unexplained"
     else:
         primary = next(c for c in PRIORITY if c in classes)
-    counts = ", ".join(f"{sum(d.reason_class == c for d in decisive)} {CLASS_LABELS[c]}" for c in classes)
-    text = (f"{len(decisive)} decisive test(s): {counts}" if decisive else "no test explains the verdict")
+    counts = ", ".join(f"{sum(d.reason_class == c for d in decisives)} {CLASS_LABELS[c]}" for c in classes)
+    text = (f"{len(decisives)} decisive test(s): {counts}" if decisives else "no test explains the verdict")
     if ours.error_reason:
         text += f"; ours {ours.error_reason}"
     return Explanation(primary, classes or (primary,), text, tuple(differences))
