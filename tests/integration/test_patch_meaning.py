@@ -45,6 +45,7 @@ CASES = {
     "symlink": GOLD + SYMLINK,
     "all-three": _already_present() + GOLD + SYMLINK + STUB,
     "symlink-out": GOLD + SYMLINK_OUT,
+    "stub-only": STUB,
 }
 
 
@@ -112,3 +113,11 @@ def test_a_symlink_out_of_the_repository_still_refuses_the_patch(batch):
     report = _report(batch, "symlink-out")
     assert (report["status"], report["error_reason"], report["resolved"]) == ("INVALID", "patch_rejected", False)
     assert "out of the repository" in report["error_detail"]
+
+
+def test_a_patch_of_nothing_but_a_stub_is_graded_as_the_unchanged_tree(batch):
+    report = _report(batch, "stub-only")
+    assert (report["status"], report["resolved"], report["patch_successfully_applied"]) == ("NO", False, True)
+    assert report["apply_strategy"] == "nothing_left"
+    assert "patch_binary_stub_dropped" in report["integrity"]["flags"]
+    assert set(report["tests_status"]["FAIL_TO_PASS"]["failure"]) == set(demo_instance(CALCLY)["FAIL_TO_PASS"])
