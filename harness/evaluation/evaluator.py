@@ -89,7 +89,7 @@ class Evaluator:
             patch_is_None=prediction.model_patch is None, patch_exists=not prediction.is_empty,
             checksums={"instance": instance.checksum(), "patch": prediction.checksum(),
                        "spec": spec.checksum()},
-            cost=_number(prediction.extra.get("cost")), calls=_int(prediction.extra.get("calls")),
+            **prediction.usage(),
             resources={"python_hash_seed": self.env["PYTHONHASHSEED"]},
         )
         if spec.service_hosts:   # the network names a local stand-in answers for (the comparison reads them)
@@ -455,11 +455,3 @@ class Evaluator:
 
     def _finish_invalid(self, reason: ErrorReason, detail: str) -> None:
         invalidate(self.result, self.instance.tests, reason, detail)
-
-
-def _number(value) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def _int(value) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None

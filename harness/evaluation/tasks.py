@@ -130,6 +130,8 @@ def failure_result(task: Task, reason: ErrorReason, exc: BaseException, grading_
         f2p_failure=list(instance.fail_to_pass), p2p_failure=list(instance.pass_to_pass),
         checksums={"instance": instance.checksum(), "patch": prediction.checksum(), "grading": grading_key},
         exception=exception_record(exc), node=node,
+        # what the agent spent is known whatever became of the grading: kept, not lost with it
+        **prediction.usage(),
     )
 
 

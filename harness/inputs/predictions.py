@@ -6,11 +6,19 @@ object keyed by instance id, of ``{instance_id, model_name_or_path, model_patch}
 One model per file. Without an ``attempt`` field, duplicate ids are rejected (every copy:
 which one was meant cannot be known); with it, each (id, attempt) pair must be unique
 (repeated attempts, see harness.results.stats).
+
+An agent's predictions (``harness solve``) also carry what the attempt spent and how it
+ended: ``cost`` (a number >= 0), ``calls``, ``steps`` (integers >= 0), ``agent_seconds``
+(a number >= 0) and ``exit_status`` (a short string). Each is optional (absent or null:
+unknown); a value of the wrong type refuses the record, naming it and the field, because
+a cost or a step count read as "unknown" would silently change the run's cost per
+resolved instance and its step percentiles. Everything else is kept in ``extra``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -22,6 +30,12 @@ from harness.paths import instance_dir_problem
 GOLD = "gold"
 EMPTY = "empty"
 
+#: What an agent's prediction carries beside its patch (see the module docstring); the
+#: same names are the fields of :class:`harness.results.report.InstanceResult`.
+AGENT_FIELDS = ("cost", "calls", "steps", "agent_seconds", "exit_status")
+#: an exit status is a name (Submitted, LimitsExceeded, ...), not a message
+MAX_EXIT_STATUS = 200
+
 
 @dataclass(frozen=True)
 class Prediction:
@@ -32,6 +46,12 @@ class Prediction:
     model_patch: str | None
     attempt: int | None = None
     extra: dict = field(default_factory=dict, compare=False, hash=False)
+    #: what the attempt spent and how it ended (AGENT_FIELDS); None: not recorded
+    cost: float | None = field(default=None, compare=False)
+    calls: int | None = field(default=None, compare=False)
+    steps: int | None = field(default=None, compare=False)
+    agent_seconds: float | None = field(default=None, compare=False)
+    exit_status: str | None = field(default=None, compare=False)
 
     @property
     def is_empty(self) -> bool:
@@ -41,6 +61,10 @@ class Prediction:
     def key(self) -> str:
         """Unique within a run: the instance id, plus the attempt when there is one."""
         return self.instance_id if self.attempt is None else f"{self.instance_id}/attempt-{self.attempt}"
+
+    def usage(self) -> dict[str, Any]:
+        """The agent fields, by name (the keyword arguments of an InstanceResult)."""
+        return {name: getattr(self, name) for name in AGENT_FIELDS}
 
     def checksum(self) -> str:
         """sha256 of the patch text (empty string for no patch). Lone surrogates (a JSON
@@ -110,8 +134,44 @@ def _parse(raw: Any, source: str, index: int) -> Prediction:
     attempt = raw.get("attempt")
     if attempt is not None and (not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 1):
         raise InputError("must be a positive integer", record=rid, field="attempt", source=source)
-    known = {"instance_id", "model_patch", "model_name_or_path", "attempt"}
-    return Prediction(rid, model, patch, attempt, {k: v for k, v in raw.items() if k not in known})
+    known = {"instance_id", "model_patch", "model_name_or_path", "attempt", *AGENT_FIELDS}
+    return Prediction(rid, model, patch, attempt, {k: v for k, v in raw.items() if k not in known},
+                      **_agent_fields(raw, rid, source))
+
+
+def _agent_fields(raw: dict, rid: str, source: str) -> dict[str, Any]:
+    """The AGENT_FIELDS of one record, checked (null or absent: None)."""
+    def refuse(name: str, expected: str) -> InputError:
+        value = raw[name]
+        shown = repr(value) if isinstance(value, (bool, int, float)) else type(value).__name__
+        return InputError(f"must be {expected} or null, got {shown}", record=rid, field=name, source=source)
+
+    def number(name: str) -> float | None:
+        value = raw.get(name)
+        if value is None:
+            return None
+        try:  # an integer too large for a float is refused like an infinity
+            as_float = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+        except OverflowError:
+            as_float = None
+        if as_float is None or not math.isfinite(as_float) or as_float < 0:
+            raise refuse(name, "a finite number >= 0")
+        return as_float
+
+    def count(name: str) -> int | None:
+        value = raw.get(name)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise refuse(name, "an integer >= 0")
+        return value
+
+    status = raw.get("exit_status")
+    if status is not None and (not isinstance(status, str) or not status.strip()
+                               or len(status) > MAX_EXIT_STATUS):
+        raise refuse("exit_status", f"a non-empty string of at most {MAX_EXIT_STATUS} characters")
+    return {"cost": number("cost"), "calls": count("calls"), "steps": count("steps"),
+            "agent_seconds": number("agent_seconds"), "exit_status": status}
 
 
 def resolve_predictions(spec: str, instances: list[Instance]) -> LoadedPredictions:

@@ -6,7 +6,8 @@ Made by the harness itself (the node, the driver, ``harness validate``):
     control.py          the facts a run takes from its reference-patch control
     manifest.py         the pinned manifest (manifest.json) and checking a run against one
     validity.py         validity reports from control runs (``harness validate``), pure
-    stats/              pure statistics: intervals, paired tests, repeated-attempt aggregates
+    stats/              pure statistics: intervals, paired tests, repeated-attempt aggregates, spreads
+    agent_metrics.py    an agent run's metric vector (summary.json's agent block, the pages' Agent section)
 
 Loading (reads what the harness or a vendor wrote; bad input names file and field):
 

@@ -12,36 +12,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.results import stats
+from harness.results.agent_metrics import AgentMetrics
 from harness.results.run_data import InstanceEvidence
 from harness.results.vendor_tests import DifferingTest
 
-CONFIDENCE = 0.95
+# a rate with its interval is the stats module's; its names stay importable from here
+from harness.results.stats.rates import CONFIDENCE as CONFIDENCE
+from harness.results.stats.rates import RateWithInterval as RateWithInterval
+from harness.results.stats.rates import rate_with_interval as rate_with_interval
 BOOTSTRAP_ITERATIONS = 10_000
-
-
-@dataclass(frozen=True)
-class RateWithInterval:
-    """``successes / denominator`` with a Wilson interval; ``denominator_note`` says what was counted."""
-
-    label: str
-    successes: int
-    denominator: int
-    rate: float
-    ci_low: float
-    ci_high: float
-    confidence: float
-    denominator_note: str
-
-
-def rate_with_interval(label: str, successes: int, denominator: int, note: str) -> RateWithInterval:
-    """A rate with its Wilson interval; a rate over nothing is 0 with the interval [0, 1]."""
-    if denominator == 0:
-        return RateWithInterval(label=label, successes=0, denominator=0, rate=0.0, ci_low=0.0, ci_high=1.0,
-                                confidence=CONFIDENCE, denominator_note=note)
-    low, high = stats.wilson_interval(successes, denominator, CONFIDENCE)
-    return RateWithInterval(label=label, successes=successes, denominator=denominator,
-                            rate=successes / denominator, ci_low=low, ci_high=high,
-                            confidence=CONFIDENCE, denominator_note=note)
 
 
 @dataclass(frozen=True)
@@ -245,6 +224,11 @@ class RunsComparison:
     attempts_a: stats.AttemptSummary | None
     attempts_b: stats.AttemptSummary | None
     warnings: tuple[str, ...]
+    #: each run's agent metric vector over the shared instances (None: not an agent run);
+    #: the paired test of two agent runs is ``mcnemar_p`` and ``difference``, both on
+    #: the first attempts' verdicts
+    agent_a: AgentMetrics | None = None
+    agent_b: AgentMetrics | None = None
 
 
 Result = ClaimsComparison | RunsComparison

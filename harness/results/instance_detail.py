@@ -9,6 +9,10 @@ Large files are excerpted, never loaded whole into a page: the patch up to
 :data:`MAX_PATCH_LINES` lines, the test output up to :data:`OUTPUT_HEAD` +
 :data:`OUTPUT_TAIL` bytes (its head and its tail, where failures are summarised); the
 page links to the full files.
+
+An agent's prediction also recorded what its attempt spent and how it ended; the page
+shows those of every attempt of the instance (:class:`AgentAttemptRow`), read from each
+attempt's ``report.json``.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from harness.paths import COMMANDS, INSTANCE_RECORD, PATCH, REPORT, TEST_OUTPUT,
 from harness.results._io import expect_dict, read_json
 
 __all__ = ["MAX_PATCH_LINES", "OUTPUT_HEAD", "OUTPUT_TAIL", "TestRow", "DiffLine", "PatchView", "TextExcerpt",
-           "CommandRow", "InstanceDetail", "classify_diff", "excerpt", "load_instance_detail", "verdict_sentence"]
+           "CommandRow", "AgentAttemptRow", "InstanceDetail", "agent_attempt_rows", "classify_diff", "excerpt", "load_instance_detail", "verdict_sentence"]
 
 MAX_PATCH_LINES = 20_000
 OUTPUT_HEAD = 64 * 1024
@@ -97,6 +101,24 @@ class CommandRow:
 
 
 @dataclass(frozen=True)
+class AgentAttemptRow:
+    """One attempt of the instance as its prediction recorded it (None: not recorded).
+    ``status`` is that attempt's verdict (``UNREADABLE`` when its report could not be
+    read); ``current`` marks the attempt the page is about."""
+
+    label: str
+    report_dir: str
+    current: bool
+    status: str
+    resolved: bool
+    cost: float | None
+    calls: int | None
+    steps: int | None
+    agent_seconds: float | None
+    exit_status: str | None
+
+
+@dataclass(frozen=True)
 class InstanceDetail:
     """Everything an instance page shows.  ``report_dir`` is relative to the run directory."""
 
@@ -127,6 +149,8 @@ class InstanceDetail:
     raw_files: tuple[str, ...]
     siblings: tuple[tuple[str, str], ...]  # (label, report_dir) of every attempt of the instance
     warnings: tuple[str, ...]
+    #: every attempt's agent fields; empty when no attempt recorded any
+    agent_attempts: tuple[AgentAttemptRow, ...] = ()
 
 
 def classify_diff(text: str, max_lines: int = MAX_PATCH_LINES) -> tuple[tuple[DiffLine, ...], tuple[str, ...], int, int, int]:
@@ -259,6 +283,45 @@ def _commands(value: Any) -> tuple[CommandRow, ...]:
     return tuple(rows)
 
 
+def _agent_row(label: str, report_dir: str, current: bool, report: Mapping[str, Any]) -> AgentAttemptRow:
+    def number(key: str) -> float | None:
+        value = report.get(key)
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    def count(key: str) -> int | None:
+        value = report.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    status = report.get("exit_status")
+    return AgentAttemptRow(label=label, report_dir=report_dir, current=current,
+                           status=str(report.get("status") or "NO_REPORT"), resolved=report.get("resolved") is True,
+                           cost=number("cost"), calls=count("calls"), steps=count("steps"),
+                           agent_seconds=number("agent_seconds"), exit_status=status if isinstance(status, str) else None)
+
+
+def agent_attempt_rows(run_dir: str | Path, report_dir: str, report: Mapping[str, Any],
+                       siblings: tuple[tuple[str, str], ...]) -> tuple[tuple[AgentAttemptRow, ...], tuple[str, ...]]:
+    """The agent fields of every attempt (``siblings``; the page's own report when it has
+    none), and warnings for sibling reports that could not be read.  Empty when no attempt
+    recorded an agent field."""
+    rows: list[AgentAttemptRow] = []
+    warnings: list[str] = []
+    for label, directory in siblings or (("this prediction", report_dir),):
+        if directory == report_dir:
+            rows.append(_agent_row(label, directory, True, report))
+            continue
+        path = InstanceFiles(Path(run_dir) / directory).report
+        try:
+            rows.append(_agent_row(label, directory, False, expect_dict(read_json(path, "instance report"), path,
+                                                                         None, "report")))
+        except InputError as exc:
+            warnings.append(f"{label}: {exc}")
+            rows.append(AgentAttemptRow(label, directory, False, "UNREADABLE", False, None, None, None, None, None))
+    recorded = any(value is not None for row in rows
+                   for value in (row.cost, row.calls, row.steps, row.agent_seconds, row.exit_status))
+    return (tuple(rows) if recorded else ()), tuple(warnings)
+
+
 def load_instance_detail(run_dir: str | Path, report_dir: str, run_id: str,
                          siblings: tuple[tuple[str, str], ...] = ()) -> InstanceDetail:
     """Read the instance directory ``run_dir/report_dir``.
@@ -307,6 +370,8 @@ def load_instance_detail(run_dir: str | Path, report_dir: str, run_id: str,
     exception = report.get("exception")
     attempt = report.get("attempt")
     problem = instance.get("problem_statement")
+    agent_rows, unread = agent_attempt_rows(run_dir, report_dir, report, siblings)
+    warnings.extend(unread)
     return InstanceDetail(
         run_id=run_id, report_dir=report_dir, instance_id=str(report.get("instance_id", report_dir)),
         attempt=attempt if isinstance(attempt, int) and not isinstance(attempt, bool) else None,
@@ -328,4 +393,4 @@ def load_instance_detail(run_dir: str | Path, report_dir: str, run_id: str,
                       if isinstance(report.get("attempts"), list)),
         problem_statement=problem if isinstance(problem, str) and problem else None,
         raw_files=tuple(name for name in RAW_FILES if (directory / name).is_file()),
-        siblings=siblings, warnings=tuple(warnings))
+        siblings=siblings, warnings=tuple(warnings), agent_attempts=agent_rows)

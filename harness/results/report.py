@@ -4,10 +4,13 @@
 ``report.json``: SWE-bench's per-instance keys (``patch_is_None, patch_exists,
 patch_successfully_applied, resolved, tests_status``) plus this harness's (``status,
 f2p_rate, p2p_rate, missing, error_reason, error_origin, integrity, timings, image,
-checksums, commands, exception, attempts, resources``).
+checksums, commands, exception, attempts, resources``), and what the prediction said the
+agent spent and how it ended (``cost, calls, steps, agent_seconds, exit_status``: null
+when the prediction did not say).
 
 :func:`summarise` builds ``summary.json`` with SWE-bench's run-report keys plus
-``invalid_ids`` and ``error_reasons``.
+``invalid_ids`` and ``error_reasons``, and, for an agent run, the ``agent`` block
+(:mod:`harness.results.agent_metrics`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from typing import Any, Iterable, Iterator
 from harness._version import __version__
 from harness.grading.status import ErrorReason, InstanceStatus
 from harness.paths import ATTEMPT_PREFIX, REPORT
+from harness.results import stats
+from harness.results.agent_metrics import agent_metrics
 #: Version of the report.json / summary.json layout.
 SCHEMA_VERSION = 2
 
@@ -75,6 +80,10 @@ class InstanceResult:
     collected: list[str] = field(default_factory=list)
     cost: float | None = None
     calls: int | None = None
+    #: the agent's attempt, as its prediction recorded it (harness.inputs.predictions.AGENT_FIELDS)
+    steps: int | None = None
+    agent_seconds: float | None = None
+    exit_status: str | None = None
     #: who the error is charged to when the evidence says otherwise than the reason's
     #: default (harness/grading/origins.py); None: the default
     origin: str | None = None
@@ -125,6 +134,9 @@ class InstanceResult:
             "attempts": self.attempts,
             "cost": self.cost,
             "calls": self.calls,
+            "steps": self.steps,
+            "agent_seconds": self.agent_seconds,
+            "exit_status": self.exit_status,
             "collected": self.collected,
             "node": self.node,
             "resources": self.resources,
@@ -161,10 +173,30 @@ class InstanceResult:
             commands=[CommandRecord(**c) for c in data.get("commands", [])],
             exception=data.get("exception"), attempts=data.get("attempts", []),
             cost=data.get("cost"), calls=data.get("calls"), collected=data.get("collected", []),
+            steps=data.get("steps"), agent_seconds=data.get("agent_seconds"), exit_status=data.get("exit_status"),
             origin=origin if reason and origin != ErrorReason(reason).origin else None,
             runner=parser.get("runner", ""), id_convention=parser.get("id_convention", ""),
             node=data.get("node") or "", resources=dict(data.get("resources") or {}),
         )
+
+
+#: ``error_origin`` values that make an attempt an infrastructure error: the verdict says
+#: nothing about the agent (the harness broke, or the instance itself is defective).
+INFRA_ORIGINS = frozenset({"harness", "instance"})
+
+
+def repo_of(instance_id: str, report_repo: str | None = None) -> str:
+    """Repository slice key for an instance, always in ``owner/name`` form.
+
+    The report's ``repo`` field wins when present.  Otherwise it is derived from the id
+    (``pytest-dev__pytest-5227`` -> ``pytest-dev__pytest`` -> ``pytest-dev/pytest``); the
+    ``__`` is turned back into ``/`` so instances with and without a report land in the
+    same slice.
+    """
+    if report_repo:
+        return report_repo
+    base = instance_id.rsplit("-", 1)[0]
+    return base.replace("__", "/", 1) if "__" in base else base
 
 
 #: The id lists of ``summary.json`` that never share an id with ``resolved_ids`` (what
@@ -186,8 +218,12 @@ def summarise(run_id: str, model: str, total_ids: Iterable[str], results: Iterab
     a prediction count only in the total (and so lower the rate).
 
     With repeated attempts, the instance's verdict here is its first attempt's (the
-    lowest ``attempt``); all attempts are summarised by ``harness compare``.
+    lowest ``attempt``); all attempts are summarised by ``harness compare``, and, with
+    agent fields or attempts, by the ``agent`` block (:func:`agent_block`, over the same
+    instances as ``total_instances``).
     """
+    results = list(results)
+    agent = agent_block(results, total_ids)
     first: dict[str, InstanceResult] = {}
     for r in results:
         kept = first.get(r.instance_id)
@@ -214,7 +250,7 @@ def summarise(run_id: str, model: str, total_ids: Iterable[str], results: Iterab
         status_counts[r.status.value] = status_counts.get(r.status.value, 0) + 1
     submitted = sorted({r.instance_id for r in results})
     empty = sorted(set(empty_patch_ids))
-    return {
+    summary = {
         "run_id": run_id,
         "model_name_or_path": model,
         "total_instances": len(total),
@@ -240,6 +276,54 @@ def summarise(run_id: str, model: str, total_ids: Iterable[str], results: Iterab
         "harness_version": __version__,
         "schema_version": SCHEMA_VERSION,
     }
+    if agent is not None:
+        summary["agent"] = agent
+    return summary
+
+
+def agent_block(results: Iterable[Any], total_ids: Iterable[str]) -> dict[str, Any] | None:
+    """``summary.json``'s ``agent`` block: the metric vector of every attempt in ``results``
+    (:class:`InstanceResult` or :class:`SlimResult`) over the instances ``total_ids`` (and
+    any instance a result names); None for a run without agent fields or attempts.
+
+    Numbered attempts make an instance's attempts (a result without a number counts as
+    attempt 1 only where the instance has no numbered one).  An attempt whose agent
+    fields cannot be counted (a report edited by hand: a negative cost, a string for a
+    step count) is counted lost and named in ``unreadable_attempts``, never dropped.
+    """
+    results = list(results)
+    numbered: dict[str, dict[int, stats.Attempt]] = {}
+    repos: dict[str, str] = {}
+    unreadable: list[str] = []
+    has_numbers = {r.instance_id for r in results if r.attempt is not None}
+    for r in results:
+        if r.attempt is None and r.instance_id in has_numbers:
+            continue
+        number = 1 if r.attempt is None else r.attempt
+        if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+            unreadable.append(f"{r.instance_id} attempt {number!r}: attempt numbers are integers from 1")
+            continue
+        charged = r.origin or (r.error_reason.origin if r.error_reason else None)
+        attempt = stats.Attempt(success=bool(r.resolved), infra_error=charged in INFRA_ORIGINS, calls=r.calls,
+                                cost=r.cost, steps=r.steps, agent_seconds=r.agent_seconds,
+                                exit_status=r.exit_status)
+        try:
+            stats.check_attempt(f"{r.instance_id} attempt {number}", attempt)
+        except ValueError as exc:
+            unreadable.append(str(exc))
+            continue
+        numbered.setdefault(r.instance_id, {})[number] = attempt
+        repos.setdefault(r.instance_id, r.repo if isinstance(r.repo, str) and r.repo else repo_of(r.instance_id))
+    universe = sorted({*total_ids, *(r.instance_id for r in results)})
+    for instance_id in universe:
+        repos.setdefault(instance_id, repo_of(instance_id))
+    metrics = agent_metrics(numbered, universe, repos, has_attempts=bool(has_numbers))
+    if metrics is None:
+        return None
+    block = metrics.to_json()
+    if unreadable:
+        block["unreadable_attempts"] = unreadable
+    return block
 
 
 @dataclass(frozen=True)
@@ -252,6 +336,14 @@ class SlimResult:
     resolved: bool
     error_reason: ErrorReason | None
     patch_exists: bool
+    repo: str = ""
+    #: the recorded origin where it is not the reason's own (InstanceResult.origin)
+    origin: str | None = None
+    cost: float | None = None
+    calls: int | None = None
+    steps: int | None = None
+    agent_seconds: float | None = None
+    exit_status: str | None = None
 
     @property
     def error_origin(self) -> str | None:
@@ -266,10 +358,14 @@ def iter_run_results(root: Path) -> Iterator[SlimResult]:
         try:
             with open(path, encoding="utf-8") as handle:
                 data = json.load(handle)
-            reason = data.get("error_reason")
+            reason = ErrorReason(data["error_reason"]) if data.get("error_reason") else None
+            origin = data.get("error_origin")
             return SlimResult(data["instance_id"], data.get("attempt"), InstanceStatus(data["status"]),
-                              bool(data.get("resolved")), ErrorReason(reason) if reason else None,
-                              bool(data.get("patch_exists")))
+                              bool(data.get("resolved")), reason, bool(data.get("patch_exists")),
+                              repo=data.get("repo") or "",
+                              origin=origin if reason and isinstance(origin, str) and origin != reason.origin else None,
+                              cost=data.get("cost"), calls=data.get("calls"), steps=data.get("steps"),
+                              agent_seconds=data.get("agent_seconds"), exit_status=data.get("exit_status"))
         except (OSError, ValueError, KeyError, TypeError):
             return None
 

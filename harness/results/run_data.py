@@ -17,6 +17,7 @@ Rules that keep the numbers honest:
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -30,13 +31,11 @@ from harness.paths import PAGE, InstanceFiles, RunPaths, attempt_dir_name, attem
 from harness.results import stats
 from harness.results._io import expect_dict, id_list, optional, read_json, str_list
 from harness.results.report import DISJOINT_FROM_RESOLVED
+# the infra-error origins and the repository slice key are the summary's (one rule for both)
+from harness.results.report import INFRA_ORIGINS, repo_of
 
 __all__ = ["INFRA_ORIGINS", "SAFE_ID", "page_path", "InstanceEvidence", "InstanceFigures", "InstanceOutcome", "RunData",
            "repo_of", "load_run"]
-
-#: ``error_origin`` values that make an attempt an infrastructure error: the verdict says
-#: nothing about the agent (the harness broke, or the instance itself is defective).
-INFRA_ORIGINS = frozenset({"harness", "instance"})
 
 # Summary id lists.  The first four are required by the run-directory contract; the rest
 # are optional (older or newer summaries) and only widen the run's instance universe.
@@ -55,20 +54,6 @@ def page_path(report_dir: str) -> str:
     """URL path of the page in ``report_dir`` (relative, every segment percent-encoded:
     an id can never become a scheme such as ``javascript:`` or leave its directory)."""
     return "/".join(quote(segment, safe="") for segment in report_dir.split("/")) + "/" + PAGE
-
-
-def repo_of(instance_id: str, report_repo: str | None = None) -> str:
-    """Repository slice key for an instance, always in ``owner/name`` form.
-
-    The report's ``repo`` field wins when present.  Otherwise it is derived from the id
-    (``pytest-dev__pytest-5227`` -> ``pytest-dev__pytest`` -> ``pytest-dev/pytest``); the
-    ``__`` is turned back into ``/`` so instances with and without a report land in the
-    same slice.
-    """
-    if report_repo:
-        return report_repo
-    base = instance_id.rsplit("-", 1)[0]
-    return base.replace("__", "/", 1) if "__" in base else base
 
 
 @dataclass(frozen=True)
@@ -171,6 +156,26 @@ def _timings(value: Any, path: Path, record: str) -> tuple[tuple[str, float], ..
     return tuple((k, float(v)) for k, v in value.items())
 
 
+def _count(report: dict, key: str, path: Path, record: str) -> int | None:
+    value = optional(report, key, (int,), path, record)
+    if value is not None and value < 0:
+        raise InputError("must be >= 0", source=str(path), record=record, field=key)
+    return value
+
+
+def _amount(report: dict, key: str, path: Path, record: str) -> float | None:
+    value = optional(report, key, (int, float), path, record)
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond any float
+        number = math.inf
+    if not (number >= 0 and math.isfinite(number)):  # NaN fails both
+        raise InputError("must be a finite number >= 0", source=str(path), record=record, field=key)
+    return number
+
+
 def _parse_report(path: Path, expected_id: str) -> dict:
     """Validate one report.json and return the fields this package uses."""
     report = expect_dict(read_json(path, "instance report"), path, None, "report")
@@ -198,6 +203,10 @@ def _parse_report(path: Path, expected_id: str) -> dict:
     cost = optional(report, "cost", (int, float), path, expected_id)
     if cost is not None and not (cost >= 0 and cost != float("inf")):
         raise InputError("must be a finite number >= 0", source=str(path), record=expected_id, field="cost")
+
+    # what the agent's prediction said of the attempt (harness.inputs.predictions.AGENT_FIELDS)
+    steps = _count(report, "steps", path, expected_id)
+    agent_seconds = _amount(report, "agent_seconds", path, expected_id)
     return {
         "resolved": report["resolved"],
         "repo": optional(report, "repo", (str,), path, expected_id),
@@ -214,6 +223,9 @@ def _parse_report(path: Path, expected_id: str) -> dict:
         "attempt": optional(report, "attempt", (int,), path, expected_id),
         "calls": calls,
         "cost": float(cost) if cost is not None else None,
+        "steps": steps,
+        "agent_seconds": agent_seconds,
+        "exit_status": optional(report, "exit_status", (str,), path, expected_id),
         "model_name_or_path": optional(report, "model_name_or_path", (str,), path, expected_id),
         "timings": _timings(report.get("timings"), path, expected_id),
     }
@@ -245,9 +257,10 @@ def _attempt_from(fields: dict | None) -> stats.Attempt:
     if fields is None:
         # The attempt directory exists (or its number was skipped) but nothing was
         # recorded: the harness lost it, so it is an infra error with unknown spend.
-        return stats.Attempt(success=False, infra_error=True, calls=None, cost=None)
+        return stats.Attempt(success=False, infra_error=True, calls=None, cost=None, lost=True)
     return stats.Attempt(success=fields["resolved"], infra_error=fields["error_origin"] in INFRA_ORIGINS,
-                         calls=fields["calls"], cost=fields["cost"])
+                         calls=fields["calls"], cost=fields["cost"], steps=fields["steps"],
+                         agent_seconds=fields["agent_seconds"], exit_status=fields["exit_status"])
 
 
 def _read_attempts(instance_dir: Path, instance_id: str) -> list[tuple[int, Path, dict | None]]:

@@ -8,7 +8,9 @@ figure of their own.  Denominators:
   ``total_instances``: instances without a prediction, and errors, included), with a
   Wilson interval;
 * each repository's rate is over that repository's instances of the run;
-* phase statistics are over the instances whose report recorded that phase.
+* phase statistics are over the instances whose report recorded that phase;
+* an agent run's metric vector (``agent``) is :mod:`harness.results.agent_metrics`'s, over
+  every instance of the run (the same figures as ``summary.json``'s ``agent`` block).
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from harness.results import stats
+from harness.results.agent_metrics import AgentMetrics, agent_metrics
 from harness.results.claims_vs_run import attempt_summary
 from harness.results.comparison import RateWithInterval, rate_with_interval
-from harness.results.run_data import UNREADABLE, InstanceOutcome, RunData, load_run
+from harness.results.run_data import UNREADABLE, InstanceOutcome, RunData, load_run, repo_of
 
 __all__ = ["STATUS_ORDER", "RepoRow", "OriginRow", "FlagRow", "PhaseStats", "InstanceRow", "RunReport",
-           "build_run_report", "load_run_report", "instance_status"]
+           "build_run_report", "load_run_report", "instance_status", "run_agent_metrics"]
 
 #: Verdicts first, then the states of instances that have no verdict.
 STATUS_ORDER = ("FULL", "PARTIAL", "NO", "INVALID", "UNREADABLE", "NO_REPORT", "NO_PREDICTION")
@@ -121,6 +124,16 @@ class RunReport:
     input_errors: Mapping[str, str]
     attempts: stats.AttemptSummary | None
     warnings: tuple[str, ...]
+    #: the agent run's metric vector (None: no agent field and no repeated attempt)
+    agent: AgentMetrics | None = None
+
+
+def run_agent_metrics(run: RunData, ids: Sequence[str]) -> AgentMetrics | None:
+    """The metric vector of ``run`` over the instances ``ids`` (every instance of the run
+    for its page, the shared ones for a comparison); an id the run lacks has no attempt."""
+    numbered = {i: dict(enumerate(run.outcomes[i].attempts, start=1)) for i in ids if i in run.outcomes}
+    repos = {i: run.outcomes[i].repo if i in run.outcomes else repo_of(i) for i in ids}
+    return agent_metrics(numbered, ids, repos, has_attempts=run.has_attempts)
 
 
 def instance_status(outcome: InstanceOutcome) -> str:
@@ -258,7 +271,7 @@ def build_run_report(run: RunData) -> RunReport:
         phases=_phases(outcomes), instances=rows,
         input_errors={str(k): str(v) for k, v in input_errors.items()},
         attempts=attempt_summary(run, sorted(run.outcomes), None, None),
-        warnings=run.warnings)
+        warnings=run.warnings, agent=run_agent_metrics(run, sorted(run.outcomes)))
 
 
 def load_run_report(run_dir: str | os.PathLike[str]) -> RunReport:

@@ -1,7 +1,10 @@
 """Run vs run: run B against run A on the instances both were assigned (pure analysis).
 
 The denominator of every rate is the set of instance ids both runs list; instances in
-only one run are listed, not counted.
+only one run are listed, not counted.  With repeated attempts, an instance's verdict is
+its first attempt's, so the paired test (McNemar exact, paired bootstrap) of two agent
+runs is on their first attempts; their metric vectors (pass@k, cost, steps, time, exit
+statuses) stand side by side, each over the shared instances.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from harness.results.claims_vs_run import attempt_summary
 from harness.results.comparison import (BOOTSTRAP_ITERATIONS, CONFIDENCE, BootstrapDifference, Flip, RepoSlice,
                                         RunRef, RunsComparison, SliceAverages, agreement, rate_with_interval)
 from harness.results.run_data import InstanceOutcome, load_run
+from harness.results.run_report import run_agent_metrics
 
 __all__ = ["compare_runs"]
 
@@ -103,4 +107,5 @@ def compare_runs(run_a: str | os.PathLike[str], run_b: str | os.PathLike[str], s
         attempts_a=attempt_summary(a, shared, max_attempts, max_calls),
         attempts_b=attempt_summary(b, shared, max_attempts, max_calls),
         warnings=tuple([f"A: {w}" for w in a.warnings] + [f"B: {w}" for w in b.warnings]),
+        agent_a=run_agent_metrics(a, shared), agent_b=run_agent_metrics(b, shared),
     )

@@ -25,13 +25,17 @@ def _bar(label: str, rate: RateWithInterval, css: str = "bar") -> Bar:
     return Bar(label, rate.rate, rate.ci_low, rate.ci_high, _caption(rate), css)
 
 
-def _pass_k(series: list[tuple[str, stats.AttemptSummary | None]]) -> Markup | None:
+def _rows(summary: stats.AttemptSummary | None) -> tuple[stats.PassKRow, ...]:
+    return summary.pass_k if summary is not None else ()
+
+
+def _pass_k(series: list[tuple[str, tuple[stats.PassKRow, ...]]]) -> Markup | None:
     lines = []
-    for index, (name, summary) in enumerate(series):
-        if summary is None or not summary.pass_k:
+    for index, (name, rows) in enumerate(series):
+        if not rows:
             continue
-        lines.append((f"{name}pass@k", f"s{2 * index}", [(row.k, row.pass_at_k) for row in summary.pass_k]))
-        lines.append((f"{name}pass^k", f"s{2 * index + 1}", [(row.k, row.pass_hat_k) for row in summary.pass_k]))
+        lines.append((f"{name}pass@k", f"s{2 * index}", [(row.k, row.pass_at_k) for row in rows]))
+        lines.append((f"{name}pass^k", f"s{2 * index + 1}", [(row.k, row.pass_hat_k) for row in rows]))
     return line_chart(lines, "k (attempts drawn)", "mean pass@k and pass^k by k") if lines else None
 
 
@@ -44,7 +48,8 @@ def run_charts(report: RunReport) -> dict[str, Markup | None]:
     return {
         "repo_rates": interval_chart(bars, "resolved rate per repository with 95% Wilson intervals") if bars else None,
         "phases": box_chart(phases, "evaluation time by phase: min, quartiles, max") if phases else None,
-        "pass_k": _pass_k([("", report.attempts)]),
+        # an agent run's rows have the run's fixed denominator (every instance, K attempts each)
+        "pass_k": _pass_k([("", report.agent.figures.pass_k if report.agent else _rows(report.attempts))]),
     }
 
 
@@ -60,7 +65,7 @@ def claims_charts(result: ClaimsComparison) -> dict[str, Markup | None]:
     rows.append(("all instances", result.agreement.first_only, result.agreement.second_only))
     return {"rates": rates,
             "flips": diverging_chart(rows, "claimed only", "reproduced only", "discordant instances per repository"),
-            "pass_k": _pass_k([("", result.attempts)])}
+            "pass_k": _pass_k([("", _rows(result.attempts))])}
 
 
 def runs_charts(result: RunsComparison) -> dict[str, Markup | None]:
@@ -73,4 +78,4 @@ def runs_charts(result: RunsComparison) -> dict[str, Markup | None]:
     rows.append(("all instances", result.broken_in_b, result.fixed_in_b))
     return {"rates": interval_chart(bars, "resolved rate per repository, A and B, with 95% Wilson intervals"),
             "flips": diverging_chart(rows, "broken in B", "fixed in B", "flips per repository"),
-            "pass_k": _pass_k([("A ", result.attempts_a), ("B ", result.attempts_b)])}
+            "pass_k": _pass_k([("A ", _rows(result.attempts_a)), ("B ", _rows(result.attempts_b))])}

@@ -83,6 +83,17 @@ def _seconds(value: float | None) -> str:
     return f"{value:.3f} s" if value < 10 else f"{value:.1f} s"
 
 
+def _money(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4g}"
+
+
+def _figure(value: float | None) -> str:
+    """A count or a percentile of counts: whole numbers as such, others to two decimals."""
+    if value is None:
+        return "n/a"
+    return str(int(value)) if float(value).is_integer() else f"{value:.2f}"
+
+
 def _size(value: int) -> str:
     for unit in ("bytes", "KiB", "MiB", "GiB"):
         if value < 1024 or unit == "GiB":
@@ -94,7 +105,7 @@ def _size(value: int) -> str:
 def _environment() -> Environment:
     env = Environment(loader=PackageLoader("harness.views", "templates"), autoescape=True,
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-    env.filters.update(pct=_pct, pp=_pp, seconds=_seconds, size=_size, segment=segment,
+    env.filters.update(pct=_pct, pp=_pp, seconds=_seconds, size=_size, segment=segment, money=_money, figure=_figure,
                        p=lambda value: f"{value:.4g}")
     env.globals.update(css=Markup(_CSS), js=Markup(_JS), csp=CSP, version=__version__, status_order=STATUS_ORDER)
     return env
@@ -124,10 +135,13 @@ def render_instance_page(detail: InstanceDetail) -> str:
     """One instance's page (``<instance_id>/report.html``); links are relative to its directory."""
     depth = len(detail.report_dir.split("/"))
     root = "../" * depth
-    siblings = [(label, root + "/".join(segment(p) for p in directory.split("/")) + "/" + PAGE,
-                 directory == detail.report_dir) for label, directory in detail.siblings]
+    def href(directory: str) -> str:
+        return root + "/".join(segment(p) for p in directory.split("/")) + "/" + PAGE
+
+    siblings = [(label, href(directory), directory == detail.report_dir) for label, directory in detail.siblings]
     return _ENV.get_template("instance.html.j2").render(
-        d=detail, root=root, siblings=siblings,
+        d=detail, root=root, siblings=siblings, attempt_hrefs={a.report_dir: href(a.report_dir)
+                                                                for a in detail.agent_attempts},
         timeline=charts.instance_timeline(detail), **_common())
 
 

@@ -7,6 +7,7 @@ Markdown goes into pull requests and terminals; every cell is escaped for tables
 from __future__ import annotations
 
 from harness.results import stats
+from harness.results.agent_metrics import AgentFigures, AgentMetrics
 from harness.results.comparison import ClaimsComparison, RateWithInterval, Result, RunsComparison
 from harness.results.run_report import RunReport
 from harness.results.vendor_tests import CLASS_LABELS
@@ -31,6 +32,106 @@ def _rate_line(rate: RateWithInterval) -> str:
 
 def _p(value: float) -> str:
     return f"{value:.4g}"
+
+
+def _money(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4g}"
+
+
+def _figure(value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    return str(int(value)) if float(value).is_integer() else f"{value:.2f}"
+
+
+def _secs(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f} s" if value < 10 else f"{value:.1f} s"
+
+
+def _spread(spread: stats.Distribution, seconds: bool = False) -> str:
+    show = _secs if seconds else _figure
+    return f"{show(spread.p50)} / {show(spread.p95)} / {show(spread.maximum)}"
+
+
+def _exits(figures: AgentFigures) -> str:
+    parts = [f"{_cell(status)} × {n}" for status, n in figures.exit_statuses]
+    if figures.exit_status_unrecorded:
+        parts.append(f"unrecorded × {figures.exit_status_unrecorded}")
+    return ", ".join(parts) or "—"
+
+
+def _agent_md(agent: AgentMetrics | None) -> list[str]:
+    if agent is None:
+        return []
+    a = agent.figures
+    k = a.attempts_per_instance
+    lines = ["## Agent", "",
+             f"- Resolved, first attempt: {_rate_line(a.resolved)}",
+             f"- Attempts: {a.instances} instances × {k} = {a.attempts}; {a.attempts_recorded} graded, "
+             f"{a.attempts_lost} lost (failed infra-error attempts of unknown cost), {a.infra_error_attempts} infra errors "
+             "in all (counted as failed)",
+             f"- Cost per resolved instance: {_money(a.costs.cost_per_solved_instance)} (total {_money(a.costs.total_cost)}"
+             + ("" if a.costs.cost_complete else f", known for {a.costs.attempts_with_cost}/{a.costs.attempts} attempts")
+             + f"; {a.costs.solved_instances} instances resolved by some attempt; calls {a.costs.total_calls}"
+             + ("" if a.costs.calls_complete else " (not all recorded)") + ")",
+             f"- Steps per attempt p50 / p95 / max: {_spread(a.steps)} ({a.steps.count} recorded, {a.steps.missing} not)",
+             f"- Agent time per attempt p50 / p95 / max: {_spread(a.agent_seconds, seconds=True)} "
+             f"({a.agent_seconds.count} recorded, {a.agent_seconds.missing} not)",
+             f"- Exit statuses: {_exits(a)}" + (f"; lost × {a.attempts_lost}" if a.attempts_lost else ""),
+             f"- Denominator: {a.resolved.denominator_note}; pass@k and pass^k: unbiased estimates from each instance's "
+             f"{k} attempts, averaged over all {a.instances} instances", "",
+             "| k | pass@k | pass^k |", "|---:|---:|---:|"]
+    lines += [f"| {row.k} | {_pct(row.pass_at_k)} | {_pct(row.pass_hat_k)} |" for row in a.pass_k]
+    last = f"pass@{k} | pass^{k} | " if k > 1 else ""
+    lines += ["", "### Agent, per repository", "",
+              f"| repository | instances | resolved (first) | pass@1 | {last}cost per resolved | steps p50 / p95 / max | "
+              "time p50 / p95 / max | exit statuses |",
+              "|---|---:|---|---:|" + ("---:|---:|" if k > 1 else "") + "---:|---:|---:|---|"]
+    for row in agent.repos:
+        f = row.figures
+        extra = f"{_pct(f.pass_k[-1].pass_at_k)} | {_pct(f.pass_k[-1].pass_hat_k)} | " if k > 1 else ""
+        lines.append(f"| {_cell(row.repo)} | {f.instances} | {_rate_line(f.resolved)} | {_pct(f.pass_k[0].pass_at_k)} | "
+                     f"{extra}{_money(f.costs.cost_per_solved_instance)} | {_spread(f.steps)} | "
+                     f"{_spread(f.agent_seconds, seconds=True)} | {_exits(f)} |")
+    return lines + [""]
+
+
+def _agent_compare_md(result: RunsComparison) -> list[str]:
+    a, b = result.agent_a, result.agent_b
+    if a is None and b is None:
+        return []
+
+    def cell(agent: AgentMetrics | None, show) -> str:
+        return "—" if agent is None else show(agent.figures)
+
+    def pass_cell(agent: AgentMetrics | None, k: int, hat: bool) -> str:
+        if agent is None or k > agent.figures.attempts_per_instance:
+            return "—"
+        row = agent.figures.pass_k[k - 1]
+        return _pct(row.pass_hat_k if hat else row.pass_at_k)
+
+    d = result.difference
+    rows = [("resolved, first attempt", lambda f: _rate_line(f.resolved)),
+            ("attempts per instance", lambda f: f"{f.attempts_per_instance} ({f.attempts_lost} lost, "
+                                                f"{f.infra_error_attempts} infra errors)")]
+    lines = ["## Agent runs side by side", "",
+             f"Paired test on the first attempts of the {result.shared} shared instances: McNemar exact p = "
+             f"{_p(result.mcnemar_p)}; difference B − A {_pp(d.difference)} (paired bootstrap 95% CI {_pp(d.ci_low)} "
+             f"to {_pp(d.ci_high)}). Each run's figures are over the shared instances.", "",
+             f"| | A ({_cell(result.run_a.run_id)}) | B ({_cell(result.run_b.run_id)}) |", "|---|---|---|"]
+    lines += [f"| {label} | {cell(a, show)} | {cell(b, show)} |" for label, show in rows]
+    most = max(agent.figures.attempts_per_instance for agent in (a, b) if agent is not None)
+    for k in range(1, most + 1):
+        lines.append(f"| pass@{k} | {pass_cell(a, k, False)} | {pass_cell(b, k, False)} |")
+        lines.append(f"| pass^{k} | {pass_cell(a, k, True)} | {pass_cell(b, k, True)} |")
+    rows = [("cost, total", lambda f: _money(f.costs.total_cost)),
+            ("cost per resolved instance", lambda f: _money(f.costs.cost_per_solved_instance)),
+            ("model calls", lambda f: str(f.costs.total_calls)),
+            ("steps p50 / p95 / max", lambda f: _spread(f.steps)),
+            ("agent time p50 / p95 / max", lambda f: _spread(f.agent_seconds, seconds=True)),
+            ("exit statuses", _exits)]
+    lines += [f"| {label} | {cell(a, show)} | {cell(b, show)} |" for label, show in rows]
+    return lines + [""]
 
 
 def _attempts_md(title: str, summary: stats.AttemptSummary | None) -> list[str]:
@@ -187,6 +288,7 @@ def _runs_md(result: RunsComparison) -> list[str]:
         lines.append(f"| **{avg.kind} average** — {_cell(avg.denominator_note)} | | {_pct(avg.rate_a)} | "
                      f"{_pct(avg.rate_b)} | {_pp(avg.difference)} | | |")
     lines.append("")
+    lines += _agent_compare_md(result)
     lines += _attempts_md(f"A ({result.run_a.run_id})", result.attempts_a)
     lines += _attempts_md(f"B ({result.run_b.run_id})", result.attempts_b)
     return lines
@@ -231,13 +333,16 @@ def render_run_markdown(report: RunReport) -> str:
                   "| phase | instances | min | q1 | median | q3 | max | sum |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
         lines += [f"| {_cell(p.phase)} | {p.instances} | {p.minimum:.3f} | {p.q1:.3f} | {p.median:.3f} | {p.q3:.3f} | "
                   f"{p.maximum:.3f} | {p.total:.3f} |" for p in report.phases]
+    if report.agent is not None:
+        lines += [""] + _agent_md(report.agent)[:-1]
     lines += ["", "## Instances", "", "| instance | repository | status | F2P | P2P | missing | integrity | reason |",
               "|---|---|---|---:|---:|---:|---|---|"]
     lines += [f"| {_cell(i.instance_id)} | {_cell(i.repo)} | {i.status} | {i.f2p_passed}/{i.f2p_total} | "
               f"{i.p2p_passed}/{i.p2p_total} | {i.missing} | {_cell(', '.join(i.flags))} | {_cell(i.reason)} |"
               for i in report.instances]
     lines.append("")
-    lines += _attempts_md(report.run_id, report.attempts)
+    if report.agent is None:  # the Agent section holds these figures, over fixed denominators
+        lines += _attempts_md(report.run_id, report.attempts)
     if report.warnings:
         lines += ["## Warnings", ""] + [f"- {_cell(w)}" for w in report.warnings] + [""]
     return "\n".join(lines).rstrip("\n") + "\n"

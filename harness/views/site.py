@@ -5,7 +5,8 @@ Instance pages are written as instances finish (:func:`write_instance_page`, cal
 the batch's progress hook) and again only when their inputs changed: each page carries
 a fingerprint of what it was rendered from (``report.json``'s bytes, the size and
 modification time of the patch, output and record, the run id, the attempts, and the
-renderer's own code, templates and assets), and :func:`write_run_pages` skips a page whose
+renderer's own code, templates and assets, and the other attempts' ``report.json``, whose
+agent fields the page shows), and :func:`write_run_pages` skips a page whose
 fingerprint still matches.  So the end of a long run renders the run page alone, and a
 re-grade re-renders only what changed.
 
@@ -71,10 +72,15 @@ def _write(path: Path, text: str) -> None:
         handle.write(text)
 
 
-def _fingerprint(directory: Path, run_id: str, siblings: tuple[tuple[str, str], ...]) -> str:
+def _fingerprint(root: Path, directory: Path, run_id: str, siblings: tuple[tuple[str, str], ...]) -> str:
     digest = hashlib.sha256(_RENDERER.encode())
     digest.update(json.dumps([run_id, siblings]).encode())
     digest.update(InstanceFiles(directory).report.read_bytes())
+    for _, sibling in siblings:  # the page shows every attempt's agent fields
+        try:
+            digest.update(InstanceFiles(root / sibling).report.read_bytes())
+        except OSError:
+            digest.update(f"{sibling}:absent;".encode())
     for name in _INPUT_FILES:
         try:
             stat = (directory / name).stat()
@@ -103,7 +109,7 @@ def write_instance_page(run_dir: str | os.PathLike[str], report_dir: str, run_id
     """
     root = Path(run_dir)
     directory = root / report_dir
-    fingerprint = _fingerprint(directory, run_id, siblings)
+    fingerprint = _fingerprint(root, directory, run_id, siblings)
     page = InstanceFiles(directory).page
     if _current(page, fingerprint):
         return False

@@ -92,9 +92,9 @@ def test_json_object_keyed_by_id(tmp_path):
 
 def test_extras_and_empty_detection(tmp_path):
     loaded = load_predictions(write_jsonl(tmp_path, [
-        pred("a-1", "  \n", cost=1.5), pred("b-2", None), pred("c-3", "diff --git a/x b/x\n")]))
+        pred("a-1", "  \n", cost=1.5, note="kept"), pred("b-2", None), pred("c-3", "diff --git a/x b/x\n")]))
     a, b, c = loaded.predictions
-    assert a.extra == {"cost": 1.5}
+    assert a.extra == {"note": "kept"} and a.cost == 1.5  # an agent field is typed, the rest kept as it is
     assert a.is_empty and b.is_empty and not c.is_empty
     assert b.checksum() == hashlib.sha256(b"").hexdigest()
     assert c.checksum() == hashlib.sha256(b"diff --git a/x b/x\n").hexdigest()

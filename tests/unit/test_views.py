@@ -352,7 +352,12 @@ def _graded(draw, instance_id: str, attempt: int | None) -> InstanceResult:
                           patch_exists=not empty, patch_is_None=empty and draw(st.booleans()),
                           f2p_success=["t::f"] if status is InstanceStatus.FULL else [],
                           f2p_failure=[] if status is InstanceStatus.FULL else ["t::f"],
-                          timings={"total": 1.0})
+                          timings={"total": 1.0},
+                          # what an agent's prediction may say of the attempt (any of it absent)
+                          cost=draw(st.none() | st.floats(0, 5)), calls=draw(st.none() | st.integers(0, 9)),
+                          steps=draw(st.none() | st.integers(0, 40)),
+                          agent_seconds=draw(st.none() | st.floats(0, 600)),
+                          exit_status=draw(st.none() | st.sampled_from(["Submitted", "LimitsExceeded"])))
 
 
 @st.composite
@@ -400,3 +405,7 @@ def test_every_summary_the_harness_writes_renders(tmp_path_factory, drawn):
     site = write_run_pages(root)
     assert site.page.is_file() and not site.failed_pages
     assert site.instance_pages + site.unchanged_pages == len(on_disk)
+    # summary.json's agent block (from the reports as the summary reads them) and the pages'
+    # (from the reports as run_data reads them) are one vector
+    shown = load_run_report(root).agent
+    assert summary.get("agent") == (shown.to_json() if shown else None)

@@ -20,10 +20,18 @@ Conventions used throughout:
 
 from harness.results.stats.attempts import (Attempt, AttemptSummary, BudgetResult, CostSummary, PassKRow,
                                             budget_success, cost_summary, first_attempt_rate, mean_pass_k, pass_k_table,
-                                            summarize_attempts)
-from harness.results.stats.rates import mcnemar_exact, paired_bootstrap_diff, pass_at_k, pass_hat_k, wilson_interval
+                                            summarize_attempts, validate_attempts, check_attempt)
+from harness.results.stats.distribution import Distribution, distribution
+from harness.results.stats.rates import (CONFIDENCE, RateWithInterval, mcnemar_exact, paired_bootstrap_diff,
+                                         pass_at_k, pass_hat_k, percentile, rate_with_interval, wilson_interval)
 
 __all__ = [
+    "CONFIDENCE",
+    "RateWithInterval",
+    "rate_with_interval",
+    "Distribution",
+    "distribution",
+    "percentile",
     "Attempt",
     "BudgetResult",
     "CostSummary",
@@ -40,4 +48,6 @@ __all__ = [
     "budget_success",
     "cost_summary",
     "summarize_attempts",
+    "validate_attempts",
+    "check_attempt",
 ]

@@ -22,12 +22,22 @@ class Attempt:
     spends budget, and is counted apart.  ``calls`` is the number of model/tool calls
     it spent (``None`` when unknown); ``cost`` is its cost in the run's currency
     (``None`` when unknown).
+
+    An agent's attempt also says how many ``steps`` it took, how long it ran
+    (``agent_seconds``) and how it ended (``exit_status``: the scaffold's own status,
+    e.g. ``Submitted``); each ``None`` when not recorded.  ``lost`` marks an attempt
+    that left no record at all (a gap in the numbering, or fewer attempts than the run's
+    others): it is an infra error whose spend is unknown.
     """
 
     success: bool
     infra_error: bool = False
     calls: int | None = None
     cost: float | None = None
+    steps: int | None = None
+    agent_seconds: float | None = None
+    exit_status: str | None = None
+    lost: bool = False
 
     @property
     def counts_as_success(self) -> bool:
@@ -38,20 +48,35 @@ class Attempt:
 AttemptsByInstance = Mapping[str, Sequence[Attempt]]
 
 
-def _validate_attempts(instances: AttemptsByInstance) -> None:
+def validate_attempts(instances: AttemptsByInstance) -> None:
+    """Raise ValueError naming the instance, the attempt and the field of the first
+    malformed attempt (see :func:`check_attempt`)."""
     if not isinstance(instances, Mapping):
         raise ValueError("attempts must be a mapping of instance id -> list of Attempt")
     for instance_id, attempts in instances.items():
         for index, attempt in enumerate(attempts, start=1):
-            if not isinstance(attempt, Attempt):
-                raise ValueError(f"{instance_id} attempt {index}: expected Attempt, got {type(attempt).__name__}")
-            if attempt.calls is not None:
-                check_int(f"{instance_id} attempt {index} calls", attempt.calls)
-            if attempt.cost is not None:
-                if isinstance(attempt.cost, bool) or not isinstance(attempt.cost, (int, float)) \
-                        or not math.isfinite(attempt.cost) or attempt.cost < 0:
-                    raise ValueError(f"{instance_id} attempt {index}: cost must be a finite number >= 0, "
-                                     f"got {attempt.cost!r}")
+            check_attempt(f"{instance_id} attempt {index}", attempt)
+
+
+def check_attempt(label: str, attempt: Attempt) -> None:
+    """Raise ValueError, starting with ``label``, when ``attempt`` is malformed: not an
+    Attempt, negative or non-finite cost or seconds, calls or steps not an int >= 0, an
+    exit status not a string, or a lost attempt that is not an infra error."""
+    if not isinstance(attempt, Attempt):
+        raise ValueError(f"{label}: expected Attempt, got {type(attempt).__name__}")
+    if attempt.calls is not None:
+        check_int(f"{label} calls", attempt.calls)
+    for name in ("cost", "agent_seconds"):
+        value = getattr(attempt, name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not math.isfinite(value) or value < 0):
+            raise ValueError(f"{label}: {name} must be a finite number >= 0, got {value!r}")
+    if attempt.steps is not None:
+        check_int(f"{label} steps", attempt.steps)
+    if attempt.exit_status is not None and not isinstance(attempt.exit_status, str):
+        raise ValueError(f"{label}: exit_status must be a string, got {type(attempt.exit_status).__name__}")
+    if attempt.lost and not attempt.infra_error:
+        raise ValueError(f"{label}: a lost attempt is an infra error")
 
 
 @dataclass(frozen=True)
@@ -82,7 +107,7 @@ def mean_pass_k(instances: AttemptsByInstance, k: int) -> PassKRow:
     Raises:
         ValueError: ``k < 1``, no instance has ``k`` attempts, or an attempt is malformed.
     """
-    _validate_attempts(instances)
+    validate_attempts(instances)
     check_int("k", k, minimum=1)
     at_k: list[Fraction] = []
     hat_k: list[Fraction] = []
@@ -110,7 +135,7 @@ def pass_k_table(instances: AttemptsByInstance) -> list[PassKRow]:
     Raises:
         ValueError: an attempt is malformed.
     """
-    _validate_attempts(instances)
+    validate_attempts(instances)
     largest = max((len(attempts) for attempts in instances.values()), default=0)
     return [mean_pass_k(instances, k) for k in range(1, largest + 1)]
 
@@ -125,7 +150,7 @@ def first_attempt_rate(instances: AttemptsByInstance) -> float:
     Raises:
         ValueError: ``instances`` is empty or an attempt is malformed.
     """
-    _validate_attempts(instances)
+    validate_attempts(instances)
     if not instances:
         raise ValueError("first_attempt_rate: no instances")
     solved = sum(1 for attempts in instances.values() if attempts and attempts[0].counts_as_success)
@@ -176,7 +201,7 @@ def budget_success(instances: AttemptsByInstance, max_attempts: int | None = Non
         ValueError: ``instances`` is empty, ``max_attempts < 1``, ``max_calls < 0``,
             or an attempt is malformed.
     """
-    _validate_attempts(instances)
+    validate_attempts(instances)
     if not instances:
         raise ValueError("budget_success: no instances")
     if max_attempts is not None:
@@ -260,7 +285,7 @@ def cost_summary(instances: AttemptsByInstance) -> CostSummary:
     Raises:
         ValueError: an attempt is malformed (negative or non-finite cost, negative calls).
     """
-    _validate_attempts(instances)
+    validate_attempts(instances)
     all_attempts = [attempt for attempts in instances.values() for attempt in attempts]
     costs = [float(attempt.cost) for attempt in all_attempts if attempt.cost is not None]
     # fsum is exactly rounded, hence independent of summation order.
@@ -307,7 +332,7 @@ def summarize_attempts(instances: AttemptsByInstance, max_attempts: int | None =
     Raises:
         ValueError: ``instances`` is empty, a budget is invalid, or an attempt is malformed.
     """
-    _validate_attempts(instances)
+    validate_attempts(instances)
     if not instances:
         raise ValueError("summarize_attempts: no instances")
     return AttemptSummary(

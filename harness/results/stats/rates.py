@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass
 from fractions import Fraction
 from statistics import NormalDist
 
@@ -71,6 +72,36 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
     low = 0.0 if successes == 0 else max(0.0, min(p, centre - half))
     high = 1.0 if successes == n else min(1.0, max(p, centre + half))
     return (low, high)
+
+
+#: the confidence of every interval the results show
+CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True)
+class RateWithInterval:
+    """``successes / denominator`` with a Wilson interval; ``denominator_note`` says what was counted."""
+
+    label: str
+    successes: int
+    denominator: int
+    rate: float
+    ci_low: float
+    ci_high: float
+    confidence: float
+    denominator_note: str
+
+
+def rate_with_interval(label: str, successes: int, denominator: int, note: str) -> RateWithInterval:
+    """A rate with its Wilson interval at :data:`CONFIDENCE`; a rate over nothing is 0 with
+    the interval [0, 1] (it says nothing)."""
+    if denominator == 0:
+        return RateWithInterval(label=label, successes=0, denominator=0, rate=0.0, ci_low=0.0, ci_high=1.0,
+                                confidence=CONFIDENCE, denominator_note=note)
+    low, high = wilson_interval(successes, denominator, CONFIDENCE)
+    return RateWithInterval(label=label, successes=successes, denominator=denominator,
+                            rate=successes / denominator, ci_low=low, ci_high=high,
+                            confidence=CONFIDENCE, denominator_note=note)
 
 
 # --------------------------------------------------------------------------- paired tests
@@ -147,7 +178,7 @@ def pass_hat_k(n: int, c: int, k: int) -> Fraction:
     return Fraction(math.comb(c, k), math.comb(n, k))
 
 
-def _percentile(sorted_values: Sequence[float], q: float) -> float:
+def percentile(sorted_values: Sequence[float], q: float) -> float:
     """Linear-interpolation percentile (the common "type 7" definition) of sorted data."""
     if len(sorted_values) == 1:
         return float(sorted_values[0])
@@ -193,4 +224,4 @@ def paired_bootstrap_diff(a: Sequence[bool], b: Sequence[bool], iterations: int 
     rng = random.Random(seed)
     replicates = sorted(sum(rng.choices(deltas, k=n)) / n for _ in range(iterations))
     alpha = 1.0 - confidence
-    return (observed, _percentile(replicates, alpha / 2.0), _percentile(replicates, 1.0 - alpha / 2.0))
+    return (observed, percentile(replicates, alpha / 2.0), percentile(replicates, 1.0 - alpha / 2.0))
