@@ -50,7 +50,7 @@ CLASS_LABELS = {
     "network": "network test",
     "dataset_defect": "recorded dataset defect",
     "label_fix": "label fix after the vendor's run",
-    "vendor_environment": "failed in the vendor's environment, passes in our reference control",
+    "vendor_environment": "failed in the vendor's environment",
     "apply_difference": "apply difference",
     "not_in_run": "not graded here",
     "unexplained": "unexplained",
