@@ -7,7 +7,12 @@ the model can run (trusted: installed root-owned under /harness/trusted by the h
 2. count the commits the working copy's repository can reach (the history check);
 3. fingerprint ``.git``; apply the model patch with each strategy in turn (resetting in
    between), ``--3way`` with a throw-away index and object directory so that ``.git``
-   is never written; fingerprint ``.git`` again;
+   is never written; when none applies and the request carries the patch's hunks
+   (``fallback``), the **already-present fallback**: each hunk alone (with its file's
+   header) is checked against the pristine tree, and one that does not apply but whose
+   reverse does (its post-image is what the tree already holds: an environment's own edit
+   that the submission carries too) is left out and reported (``already_present``); the
+   rest goes through the same strategies again. Fingerprint ``.git`` again;
 4. compare the working copy with the pristine tree (the *tree truth*): every created,
    modified, deleted, type- or mode-changed path, ignored and untracked files included,
    symlinks as symlinks; the contents of every file the patch added or modified, whatever
@@ -227,6 +232,66 @@ def apply_patch(request, testbed, pristine, env):
     return commands, None
 
 
+def apply_without_present(request, testbed, pristine, env):
+    """The already-present fallback (step 3). Returns (commands, the strategy that applied
+    the rest or None, the hunks left out as already present)."""
+    fallback = request.get("fallback") or {}
+    sections = fallback.get("sections")
+    if not sections:
+        return [], None, []
+    reset(testbed, pristine)
+    with open(request["patch"], "rb") as handle:
+        data = handle.read()
+    scratch = fallback["remaining"] + ".hunk"
+    started = time.monotonic()
+    present, remaining, checks = [], [], 0
+    for section in sections:
+        header = data[section["header"][0]:section["header"][1]]
+        if not section["hunks"]:
+            remaining.append(header)   # a mode change or rename alone: nothing to compare
+            continue
+        kept = []
+        for start, end in section["hunks"]:
+            hunk = data[start:end]
+            with open(scratch, "wb") as handle:
+                handle.write(header + hunk)
+            checks += 1
+            if run(["git", "apply", "--check", scratch], testbed, env, request["timeout"])["exit_code"] == 0:
+                kept.append(hunk)
+                continue
+            checks += 1
+            if run(["git", "apply", "--check", "--reverse", scratch], testbed, env,
+                   request["timeout"])["exit_code"] == 0:
+                present.append({"path": section["path"], "hunk": hunk.split(b"\n", 1)[0].decode("utf-8", "replace")})
+            else:
+                kept.append(hunk)
+        if kept:
+            remaining.append(header + b"".join(kept))
+    try:
+        os.unlink(scratch)
+    except OSError:
+        pass
+    record = {"phase": "apply:already_present", "argv": ["git", "apply", "--check", "[--reverse]", "<each hunk>"],
+              "exit_code": 0 if present else 1, "timed_out": False, "duration": round(time.monotonic() - started, 4),
+              "output_tail": "{} checks; already present: {}".format(
+                  checks, ", ".join("{} {}".format(p["path"], p["hunk"]) for p in present) or "none")[-TAIL:]}
+    if not present:
+        return [record], None, []
+    rest = b"".join(remaining)
+    if not rest.strip():
+        return [record], "nothing_left", present   # every hunk was already there
+    with open(fallback["remaining"], "wb") as handle:
+        handle.write(rest)
+    commands, applied = apply_patch(dict(request, strategies=fallback["strategies"]), testbed, pristine, env)
+    for command in commands:
+        command["phase"] += "+without_present"
+    try:
+        os.unlink(fallback["remaining"])
+    except OSError:
+        pass
+    return [record] + commands, applied, present if applied else []
+
+
 def report(request):
     """The tree truth alone (``"mode": "report"``)."""
     started = time.monotonic()
@@ -263,6 +328,9 @@ def main():
     if request.get("patch"):
         commands, applied = apply_patch(request, testbed, pristine, env)
         result["commands"].extend(commands)
+        if applied is None:
+            commands, applied, result["already_present"] = apply_without_present(request, testbed, pristine, env)
+            result["commands"].extend(commands)
         result["applied"] = applied
         try:
             os.unlink(request["patch"])  # consumed: nothing of the inputs stays readable
