@@ -291,7 +291,7 @@ class Evaluator:
             details["uninspectable"] = refused.details()
             raise PatchRejected(refused.message())
         plan = make_plan(tree, test_patch.all, test_files, self.pristine_paths(), self.protected_modules,
-                         self.config.restore_test_infra, self.runner.infra_patterns)
+                         self.config.restore_test_infra, self.runner.infra_patterns, self._pristine_bytes)
         for flag, paths in (("patch_touched_tests", plan.touched_tests), ("patch_touched_test_infra",
                                                                            plan.touched_infra),
                             ("patch_shadows_module", plan.shadows)):
@@ -301,6 +301,10 @@ class Evaluator:
         details["model_files"] = plan.model_files[:500]
         details["forbid_runner_internals"] = self.config.forbid_runner_internals
         return plan
+
+    def _pristine_bytes(self, path: str) -> bytes | None:
+        found = self.pristine(path)
+        return found[0] if found is not None else None
 
     def _scan(self, tree: TreeTruth, plan: Plan) -> None:
         found = scan_changes(tree.existing_changed, set(plan.model_files), self.pristine, self.runner.internals)
@@ -346,7 +350,7 @@ class Evaluator:
         result = rebuild.after_build(out, tree, plan, spec, self.config.tree_report_limit, self.config.max_tree_changes,
                                      lambda after: make_plan(after, test_patch.all, test_files, self.pristine_paths(),
                                                              self.protected_modules, self.config.restore_test_infra,
-                                                             self.runner.infra_patterns))
+                                                             self.runner.infra_patterns, self._pristine_bytes))
         for step in result.commands:
             self._record(str(step.get("phase")), [], step)
         self._phase("rebuild", t)

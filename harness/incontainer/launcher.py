@@ -284,7 +284,8 @@ class _Monitored:
             self.collector.start()
             evidence_channel.activate(self.boot["activation"], {
                 "uid": self.uid, "socket": self.boot["socket"], "testbed": self.boot.get("testbed"),
-                "results": self.boot.get("results"), "monitor": bool(self.boot.get("monitor"))})
+                "pristine": self.boot.get("pristine"), "results": self.boot.get("results"),
+                "monitor": bool(self.boot.get("monitor"))})
         return self
 
     def __exit__(self, *exc):
@@ -388,12 +389,14 @@ def copy_results(plan, record):
     record["results"] = info
 
 
-def run_tests(tests, testbed, out_dir, uid, gid, events_limit, record):
+def run_tests(tests, testbed, out_dir, uid, gid, events_limit, record, pristine=None):
     """Step 5: the test command as the test user with the bootstrap active, then every
-    process of the test user killed; ``record["tests"]`` and ``record["channel"]``."""
+    process of the test user killed; ``record["tests"]`` and ``record["channel"]``. The
+    bootstrap is told the pristine tree (the built environment's metadata for plugin
+    autoloading, ``_harness_outcomes.guard_autoload``)."""
     boot = tests.get("bootstrap")
     if boot:
-        boot = dict(boot, testbed=testbed)
+        boot = dict(boot, testbed=testbed, pristine=pristine)
     sys.stdout.flush()
     with monitored(boot, os.path.join(out_dir, "events.jsonl"), uid, gid, events_limit) as window:
         res = run_group(as_user(uid, gid, env_argv(tests["env"], tests["argv"])), testbed, None, tests["timeout"],
@@ -480,7 +483,7 @@ def main():
         tests = plan["tests"]
         os.mkdir(tests["run_dir"], 0o700)
         os.chown(tests["run_dir"], uid, gid)
-        run_tests(tests, testbed, out_dir, uid, gid, plan.get("events_limit", 16 << 20), record)
+        run_tests(tests, testbed, out_dir, uid, gid, plan.get("events_limit", 16 << 20), record, plan.get("pristine"))
         # the test user may have filled /harness (a tmpfs): the evidence is capped as it is
         # collected; copy the results out of the test user's directory and remove it, so
         # evidence.json fits

@@ -103,6 +103,8 @@ class Evidence:
     rebound: list[str] = field(default_factory=list)
     #: the ``final`` identity records of the process(es) that wrote the results file
     identity_finals: list[dict] = field(default_factory=list)
+    #: entry points plugin autoloading refused ("name = value"; ``_harness_outcomes.guard_autoload``)
+    plugins_refused: list[str] = field(default_factory=list)
 
     @property
     def test_exit_code(self) -> int | None:
@@ -161,6 +163,10 @@ def parse_evidence(launcher_json: bytes | None, events: bytes | None) -> Evidenc
                     ev.rebound.append(name)
             if record.get("what") == "final" and counts and len(ev.identity_finals) < 20:
                 ev.identity_finals.append(record)
+        elif kind == "plugin_refused":
+            said = f"{str(record.get('name'))[:200]} = {str(record.get('value'))[:300]}"
+            if said not in ev.plugins_refused and len(ev.plugins_refused) < 50:
+                ev.plugins_refused.append(said)
         elif kind == "event":
             # every event that can make a run tampered is kept; the minor ones up to a cap
             if str(record.get("event")) in TAMPER_EVENTS or str(record.get("event")) in WRITE_EVENTS:
@@ -271,6 +277,10 @@ def judge_evidence(ev: Evidence, statuses: dict[str, TestStatus], graded: tuple[
         flags.append("created_entries_unsurveyed")
         ambiguous = (f"the tests created more entries in sealed directories than were inspected "
                      f"({created.count}); a planted file among them cannot be ruled out")
+    if ev.plugins_refused:
+        # refused, so never loaded: the run is as the built environment would run it
+        flags.append("plugin_refused")
+        details["plugin_refused"] = ev.plugins_refused
     if launcher.get("protected_hardlinks") == 0:
         flags.append("hardlinks_unprotected")   # links to sealed files still change their fingerprints
 
