@@ -69,8 +69,8 @@ import time
 # the trusted directory (root-owned, read-only): -I leaves it off sys.path
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import evidence_channel  # noqa: E402
-from sealing import (fingerprint, inside, listings, purge_bytecode, remove, seal, survey,  # noqa: E402
-                     sysctl)
+from sealing import (fingerprint, inside, listings, purge_bytecode, remove, remove_tree, seal,  # noqa: E402
+                     survey, sysctl)
 
 TAIL = 4000
 DROP = ["/usr/bin/setpriv", "--reuid={uid}", "--regid={gid}", "--clear-groups", "--bounding-set=-all",
@@ -487,21 +487,42 @@ def main():
         # the test user may have filled /harness (a tmpfs): the evidence is capped as it is
         # collected; copy the results out of the test user's directory and remove it, so
         # evidence.json fits
+        # what is known now is written before anything reads what the tests left: should a
+        # check below be brought down, the host has this record (``complete`` false), which
+        # it charges to the model rather than to itself
+        write_evidence(out_dir, dict(record, complete=False))
         try:
             copy_results(plan, record)
         except OSError as exc:
             record["results"] = {"present": False, "error": "copy failed: {}".format(exc)}
-        shutil.rmtree(tests["run_dir"], ignore_errors=True)
-        os.mkdir(tests["run_dir"], 0o700)   # empty again (a later run of the command may write there)
-        os.chown(tests["run_dir"], uid, gid)
+        try:
+            remove_tree(tests["run_dir"])
+        except OSError as exc:
+            record.setdefault("post_run_errors", []).append("removing the results directory: {}".format(exc))
+        if not os.path.lexists(tests["run_dir"]):
+            os.mkdir(tests["run_dir"], 0o700)   # empty again (a later run of the command may write there)
+            os.chown(tests["run_dir"], uid, gid)
 
     started = time.monotonic()
-    after = {p: fingerprint(p, p in hashed) for p in sealed}
-    record["seal_changed"] = sorted(os.path.relpath(p, testbed) for p in sealed if after.get(p) != before.get(p))[:200]
-    record["created"] = survey(testbed, sealed_dirs, listed, sealed, plan["seal"].get("watch", {}))
+    try:
+        after = {p: fingerprint(p, p in hashed) for p in sealed}
+        record["seal_changed"] = sorted(os.path.relpath(p, testbed) for p in sealed
+                                        if after.get(p) != before.get(p))[:200]
+        record["created"] = survey(testbed, sealed_dirs, listed, sealed, plan["seal"].get("watch", {}))
+    except Exception as exc:   # what the tests left stopped a check: said, never a crash
+        record.setdefault("post_run_errors", []).append("the checks after the tests: {}: {}".format(
+            type(exc).__name__, str(exc)[:500]))
     record["check_seconds"] = round(time.monotonic() - started, 4)
-    with open(os.path.join(out_dir, "evidence.json"), "w") as out:
+    record["complete"] = not record.get("post_run_errors")
+    write_evidence(out_dir, record)
+
+
+def write_evidence(out_dir, record):
+    """``evidence.json``, replaced whole (a reader never sees half of one)."""
+    tmp = os.path.join(out_dir, "evidence.json.tmp")
+    with open(tmp, "w") as out:
         json.dump(record, out)
+    os.replace(tmp, os.path.join(out_dir, "evidence.json"))
 
 
 if __name__ == "__main__":

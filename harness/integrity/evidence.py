@@ -281,6 +281,19 @@ def judge_evidence(ev: Evidence, statuses: dict[str, TestStatus], graded: tuple[
         # refused, so never loaded: the run is as the built environment would run it
         flags.append("plugin_refused")
         details["plugin_refused"] = ev.plugins_refused
+    unchecked = [str(e)[:300] for e in (launcher.get("post_run_errors") or [])[:5]]
+    if launcher.get("complete") is False or unchecked:
+        # what the tests left stopped the launcher's own checks (a tree too deep to walk...):
+        # the tested code's doing, and what the checks would have found is unknown
+        flags.append("post_run_checks_incomplete")
+        details["post_run_checks_incomplete"] = unchecked or ["the launcher stopped after the tests ran"]
+        ambiguous = ambiguous or ("the checks after the tests did not finish: "
+                                  f"{'; '.join(unchecked) or 'the launcher stopped after the tests ran'}")
+    purge = launcher.get("bytecode_removed") if isinstance(launcher.get("bytecode_removed"), dict) else {}
+    if purge.get("truncated"):
+        flags.append("bytecode_unsurveyed")
+        ambiguous = ambiguous or ("the working copy could not be walked to the end before the tests "
+                                  "(bytecode the model planted cannot be ruled out)")
     if launcher.get("protected_hardlinks") == 0:
         flags.append("hardlinks_unprotected")   # links to sealed files still change their fingerprints
 
