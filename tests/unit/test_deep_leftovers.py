@@ -14,13 +14,31 @@ the purge say ``truncated``, the tree is removed, and the host makes the run
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+
+import pytest
 
 from harness.grading.status import ErrorReason
 from harness.incontainer import sealing
 from harness.integrity.evidence import SURVEY_WATCH, judge_evidence, parse_evidence
 
 DEPTH = 2500
+
+
+@pytest.fixture(autouse=True)
+def _no_deep_tree_left(tmp_path):
+    """pytest's own clean-up of old temporary directories recurses (shared by every session
+    on the machine): every deep tree made here is removed here, whatever the test did."""
+    yield
+    for entry in list(os.scandir(tmp_path)):
+        if entry.is_dir(follow_symlinks=False):
+            _flatten_remove(entry.path)
+
+
+def _flatten_remove(path: str) -> None:
+    """GNU rm walks a tree of any depth without recursion (and without the code under test)."""
+    subprocess.run(["rm", "-rf", "--", path], check=True)
 
 
 def deep_tree(parent: str, name: str = "d", depth: int = DEPTH) -> None:
