@@ -171,6 +171,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The ``harness`` command; everything it prints escapes control characters
+    (harness/clioutput.py)."""
+    from harness.clioutput import escaped_output
+    with escaped_output():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     from harness.swebench.flags import translate
     try:  # swebench's own option names, so that a copied run_evaluation command line works

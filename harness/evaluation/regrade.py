@@ -96,7 +96,7 @@ def regrade_run(run_dir: Path) -> dict:
             changed.append(result.instance_id)
         results.append(result)
     input_errors = old.get("input_errors", {})
-    total = {*(r.instance_id for r in results), *input_errors, *old.get("no_prediction_ids", []),
+    total = {*(r.instance_id for r in results), *old.get("no_prediction_ids", []),
              *old.get("resolved_ids", []), *old.get("unresolved_ids", []), *old.get("error_ids", [])}
     summary = summarise(old.get("run_id", run_dir.name), old.get("model_name_or_path", ""),
                         sorted(total), results, input_errors,
