@@ -51,14 +51,14 @@ class EscapingStream:
 
 def raw_stream(stream: Any) -> TextIO:
     """The terminal behind an :class:`EscapingStream` (for output that is ours alone)."""
-    return getattr(stream, "raw", stream) if isinstance(stream, EscapingStream) else stream
+    return stream.raw if isinstance(stream, EscapingStream) else stream
 
 
 @contextmanager
 def escaped_output() -> Iterator[None]:
     """``sys.stdout`` and ``sys.stderr`` escape control characters while the block runs."""
     saved = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = EscapingStream(saved[0]), EscapingStream(saved[1])   # type: ignore[assignment]
+    sys.stdout, sys.stderr = EscapingStream(saved[0]), EscapingStream(saved[1])
     try:
         yield
     finally:
