@@ -46,6 +46,7 @@ from harness.inputs.predictions import Prediction
 from harness.inputs.specs import EnvSpec
 from harness.integrity import artefacts, rebuild, steps
 from harness.integrity import canaries as canary_mod
+from harness.integrity.declared import Declarations
 from harness.integrity.evidence import parse_evidence
 from harness.integrity.judge import RunContext, apply_judgement, invalidate, judge_run, refuse_runner_reach
 from harness.integrity.plan import Plan, make_plan
@@ -68,8 +69,11 @@ class Evaluator:
                  protected_modules: frozenset[str] = frozenset(),
                  pristine_paths: Callable[[], frozenset[str]] = frozenset,
                  control_skipped: frozenset[str] = frozenset(),
-                 canary_plan: canary_mod.CanaryPlan | None = None) -> None:
+                 canary_plan: canary_mod.CanaryPlan | None = None,
+                 reference_undeclared: dict[str, str] | None = None) -> None:
         self.protected_modules = protected_modules
+        #: the undeclared outcomes the reference control showed (harness/integrity/judge.py)
+        self.reference_undeclared = reference_undeclared
         self.pristine_paths = pristine_paths
         self.control_skipped = control_skipped
         self.instance = instance
@@ -91,6 +95,8 @@ class Evaluator:
         )
         self.outputs = RunOutputs(patch=prediction.model_patch or "")
         self.canaries: list[canary_mod.Canary] = []
+        #: what the pristine tests declare (read from the staged test files and the pristine tree)
+        self.declarations: Declarations | None = None
         self.perturbations: list[canary_mod.Canary] = []
         self.canary_plan = canary_plan or canary_mod.CanaryPlan(secrets.randbits(63), config.canaries)
         #: canary test id -> PROVEN/DISPROVED by the reference control
@@ -236,6 +242,9 @@ class Evaluator:
         self.canaries, self.perturbations, self.canary_proof = planted.canaries, planted.perturbations, planted.proof
         self.result.integrity_details.update(planted.details)
         self.result.integrity_flags += planted.flags
+        # the tests as they are installed, canaries included, and the pristine tree around them
+        self.declarations = Declarations({p: data for p, (data, _) in planted.files.items()}, self._pristine_bytes,
+                                         self.spec.runner, self.pristine_paths())
         return planted.files
 
     def _tree_truth(self, res: ExecResult) -> TreeTruth:
@@ -406,7 +415,8 @@ class Evaluator:
                          reference=self.is_reference, perturbations=tuple(self.perturbations),
                          model_files=frozenset(plan.model_files), runner_project=self.spec.runner_internals_allowed,
                          plugin_expected=expected, control_skipped=self.control_skipped, evidence=evidence,
-                         cpu=sandbox_cpu(self.result))
+                         cpu=sandbox_cpu(self.result), declarations=self.declarations,
+                         reference_undeclared=self.reference_undeclared)
         judged = judge_run(self.instance, self.spec.parser, self.outputs.test_output, self.outputs.junit_xml,
                            self.result.test_exit_code, ctx, convention=self.spec.id_convention)
         if judged.infrastructure:
@@ -414,12 +424,15 @@ class Evaluator:
         apply_judgement(self.result, judged)
         refuse_runner_reach(self.result, self.instance.tests, self.config.forbid_runner_internals)
 
-    def reprove(self, proof: dict[str, str], source: dict) -> None:
+    def reprove(self, proof: dict[str, str], source: dict, reference_undeclared: dict[str, str] | None = None) -> None:
         """Judge the finished run again, its canaries proven by a run of the reference patch
-        that planted the same ones (``source`` says which, recorded as ``canary_control``)."""
+        that planted the same ones (``source`` says which, recorded as ``canary_control``),
+        and with the undeclared outcomes that run showed (None: it showed nothing usable)."""
         if self._judged_with is None:
             return
         evidence, test_files, plan, before = self._judged_with
+        if reference_undeclared is not None:
+            self.reference_undeclared = dict(reference_undeclared)
         self.canary_proof = dict(proof)
         self.result.integrity_details["canary_proof"] = dict(proof)
         self.result.integrity_details["canary_control"] = source

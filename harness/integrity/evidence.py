@@ -222,6 +222,15 @@ def code_raised(ev: Evidence, model_files: frozenset[str]) -> frozenset[str]:
     return frozenset(out)
 
 
+def xpassed(ev: Evidence) -> frozenset[str]:
+    """Ids that passed *as expected failures* (an xpass: pytest's ``passed`` report of a test
+    with an xfail mark, sympy's ``XPass``), which the results file records as passed."""
+    out = {test_id for test_id, phases in ev.reports.items()
+           if (phases.get("call") or {}).get("outcome") == "passed" and (phases.get("call") or {}).get("xfail")}
+    out |= {test_id for test_id, records in ev.raised.items() if any(r.get("status") == "xpass" for r in records)}
+    return frozenset(out)
+
+
 def plugin_status(phases: dict[str, dict]) -> TestStatus | None:
     """The status pytest itself concluded from a test's reports."""
     status = None
