@@ -305,7 +305,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
         read.paths = [e.path for e in repo.ls_tree(commit) if e.type == "blob"]
         return read
 
-    attacks = audit.build(chosen, reader_for, set(args.classes) if args.classes else None)
+    from harness.inputs.specs import DEFAULT_SPECS_DIR, SpecRegistry
+    specs = SpecRegistry.load(DEFAULT_SPECS_DIR, *args.specs)
+
+    def runner_for(inst) -> str:
+        return specs.get(inst.repo, inst.version).runner
+    attacks = audit.build(chosen, reader_for, set(args.classes) if args.classes else None, runner_for)
     output_dir = args.output_dir.expanduser().resolve()
     run_id = safe_run_id(args.run_id or f"audit-{_slug(instances_path.stem)}")
     root = output_dir / run_id

@@ -173,10 +173,10 @@ def judge_run(instance: Instance, parser_name: str, output: str, junit_xml: byte
     if ctx.declarations is not None:   # recorded even when empty: the declarations were read
         details["declared"] = dict(list(declared_codes.items())[:1000])
     accused = settle_undeclared(undeclared, ctx, flags, details, reasons)
-    untrusted = untrusted | frozenset(accused)
     if untrusted:
         flags.append("outcome_raised_by_code")
         details["outcome_raised_by_code"] = sorted(untrusted)[:50]
+    untrusted = untrusted | frozenset(accused)
     outcomes = {t: statuses[t].value for t in graded if statuses.get(t) in (TestStatus.SKIPPED, TestStatus.XFAIL)}
     if outcomes:
         details["skipped_or_xfailed"] = dict(list(outcomes.items())[:500])
