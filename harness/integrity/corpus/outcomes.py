@@ -128,9 +128,9 @@ def add_outcome_attacks(t: AttackTarget, add: Callable[..., None], hooked: Calla
             code = _EXPECTING.replace("@@NAMES@@", repr(names))
             edits = hooked(dataclasses.replace(t, functions={**t.functions, path: every}), _EXPECTING_BODY,
                            with_forge=False)
-            if edits is not None and t.library_file in edits:
-                edits[t.library_file] = (t.read(t.library_file) or "") + code + edits[t.library_file][
-                    len(t.read(t.library_file) or ""):]
+            hook = edits.get(path) if edits is not None else None
+            if edits is not None and hook is not None:
+                edits[path] = source + code + hook[len(source):]
                 add("expecting-failure-attribute", "undeclared-outcome", "library code makes the FAIL_TO_PASS test "
                     "methods expected failures (__unittest_expecting_failure__), at import and when called", edits,
                     **expect)
