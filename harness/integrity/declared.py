@@ -46,9 +46,12 @@ from __future__ import annotations
 import ast
 import posixpath
 import re
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from harness.integrity.declared_source import (SourceModule, applies, arguments, is_fixture, is_test, last_name,
+                                               parametrized, words)
 from harness.integrity.plan import find_tests_root
 
 SKIP_WORDS = re.compile(r"skip|requires?_|^requires?$|needs?_|^needs?$|disabled|unless|only_?if|remote_?data", re.I)
@@ -105,114 +108,6 @@ def split_id(native_id: str) -> tuple[str, tuple[str, ...], str]:
     return parts[0], tuple(parts[1:-1]), parts[-1]
 
 
-class _Module:
-    """One parsed source file and what its top level defines."""
-
-    def __init__(self, path: str, tree: ast.Module) -> None:
-        self.path = path
-        self.tree = tree
-        self.defs: dict[str, ast.AST] = {}
-        self.imports: dict[str, tuple[str, int, str | None]] = {}   # name -> (module, level, attribute)
-        self.statements: list[ast.AST] = []
-        for node in tree.body:
-            self._top(node)
-
-    def _top(self, node: ast.AST) -> None:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            self.defs[node.name] = node
-            if node.name in ("setUpModule", "setup_module", "tearDownModule", "teardown_module"):
-                self.statements.append(node)
-        elif isinstance(node, ast.ImportFrom):
-            for alias in node.names:
-                self.imports[alias.asname or alias.name] = (node.module or "", node.level, alias.name)
-        elif isinstance(node, ast.Import):
-            for alias in node.names:
-                self.imports[alias.asname or alias.name.split(".")[0]] = (alias.name, 0, None)
-        else:
-            if _applies(node):
-                self.statements.append(node)
-            for target in _targets(node):
-                self.defs.setdefault(target, node)
-            if isinstance(node, (ast.If, ast.Try)):   # definitions made conditionally
-                for inner in ast.iter_child_nodes(node):
-                    if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                        self.defs.setdefault(inner.name, inner)
-
-
-#: names whose assignment applies to every test of a module or class (pytest's
-#: ``pytestmark``, sympy's ``disabled``, unittest's and pytest's own attributes)
-APPLYING = frozenset({"pytestmark", "disabled", "__unittest_skip__", "__unittest_skip_why__",
-                      "__unittest_expecting_failure__", "__test__", "pytest_plugins"})
-
-
-def _applies(node: ast.AST) -> bool:
-    """Whether a top-level (or class-level) statement can decide the outcome of every test
-    beside it: anything that runs code at import (a call that may raise a skip, a block, a
-    ``raise``), or an assignment to an applying name. An assignment that only binds a name
-    (``xfail_dask = pytest.mark.xfail(...)``, a constant) is a definition: it counts for a
-    test only when the test uses the name (the closure follows it)."""
-    if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-        if any(t in APPLYING for t in _targets(node)):
-            return True
-        value = node.value
-        return value is not None and any(isinstance(sub, ast.Call) and not _mark_call(sub) for sub in ast.walk(value))
-    if isinstance(node, ast.Pass) or (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):
-        return False   # a docstring, a ``pass``
-    return True
-
-
-def _mark_call(call: ast.Call) -> bool:
-    """A call that only builds a mark or a parameter set (``pytest.mark.x(...)``,
-    ``pytest.param(...)``): nothing runs at import."""
-    func = call.func
-    while isinstance(func, ast.Call):
-        func = func.func
-    parts = []
-    while isinstance(func, ast.Attribute):
-        parts.append(func.attr)
-        func = func.value
-    if isinstance(func, ast.Name):
-        parts.append(func.id)
-    return "mark" in parts or (parts[:1] == ["param"])
-
-
-def _targets(node: ast.AST) -> list[str]:
-    if isinstance(node, ast.Assign):
-        return [n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)]
-    if isinstance(node, (ast.AnnAssign, ast.AugAssign)) and isinstance(node.target, ast.Name):
-        return [node.target.id]
-    return []
-
-
-def _last_name(node: ast.AST) -> str:
-    """The last name of a decorator or call target (``pytest.mark.skipif(...)`` -> ``skipif``)."""
-    while isinstance(node, ast.Call):
-        node = node.func
-    if isinstance(node, ast.Attribute):
-        return node.attr
-    if isinstance(node, ast.Name):
-        return node.id
-    return ""
-
-
-def _words(node: ast.AST) -> Iterable[str]:
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.Name):
-            yield sub.id
-        elif isinstance(sub, ast.Attribute):
-            yield sub.attr
-        elif isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            yield sub.name
-        elif isinstance(sub, ast.Constant) and isinstance(sub.value, str) and len(sub.value) <= 64:
-            yield sub.value
-        elif isinstance(sub, ast.keyword) and sub.arg:
-            yield sub.arg
-
-
-def _is_test(name: str) -> bool:
-    return name.startswith("test")
-
-
 class Declarations:
     """The pristine sources of one run, read on demand (see the module docstring).
 
@@ -225,7 +120,7 @@ class Declarations:
         self._read = read
         self._pytest = runner == "pytest"
         self._paths = frozenset(pristine_paths) | frozenset(self._files)
-        self._modules: dict[str, _Module | None] = {}
+        self._modules: dict[str, SourceModule | None] = {}
         self._cache: dict[str, Declared] = {}
         self._plugin_paths: set[str] = set()
 
@@ -236,7 +131,7 @@ class Declarations:
                 or find_tests_root(path) is not None)
 
     # ------------------------------------------------------------------ sources
-    def module(self, path: str) -> _Module | None:
+    def module(self, path: str) -> SourceModule | None:
         if path in self._modules:
             return self._modules[path]
         module = None
@@ -246,13 +141,15 @@ class Declarations:
                 data = self._read(path)
             if data is not None and len(data) <= MAX_FILE_BYTES:
                 try:
-                    module = _Module(path, ast.parse(data, path))
+                    with warnings.catch_warnings():   # old sources' invalid escapes: not ours to report
+                        warnings.simplefilter("ignore")
+                        module = SourceModule(path, ast.parse(data, path))
                 except (SyntaxError, ValueError, RecursionError, MemoryError):
                     module = None
         self._modules[path] = module
         return module
 
-    def _resolve_module(self, origin: str, module: str, level: int) -> _Module | None:
+    def _resolve_module(self, origin: str, module: str, level: int) -> SourceModule | None:
         """The pristine module an import names (``from .x import y``, ``from a.b import c``)."""
         if level:
             base = posixpath.dirname(origin)
@@ -273,7 +170,7 @@ class Declarations:
                         return found
         return None
 
-    def _definition(self, module: _Module, name: str, depth: int = 0) -> tuple[_Module, ast.AST] | None:
+    def _definition(self, module: SourceModule, name: str, depth: int = 0) -> tuple[SourceModule, ast.AST] | None:
         """Where ``name`` of ``module`` is defined in the pristine sources."""
         if name in module.defs:
             return module, module.defs[name]
@@ -289,7 +186,7 @@ class Declarations:
                 return submodule, submodule.tree
         return None
 
-    def _conftests(self, path: str) -> list[_Module]:
+    def _conftests(self, path: str) -> list[SourceModule]:
         out = []
         parts = path.split("/")[:-1]
         for i in range(len(parts) + 1):
@@ -301,7 +198,7 @@ class Declarations:
                     out += self._plugins(found)
         return out
 
-    def _plugins(self, conftest: _Module) -> list[_Module]:
+    def _plugins(self, conftest: SourceModule) -> list[SourceModule]:
         """The pristine modules a conftest names in ``pytest_plugins``."""
         out = []
         assign = conftest.defs.get("pytest_plugins")
@@ -330,10 +227,10 @@ class Declarations:
         module = self.module(path) if path else None
         if module is None or not name:
             return UNKNOWN
-        scope: list[tuple[_Module, ast.AST]] = [(module, s) for s in module.statements]
+        scope: list[tuple[SourceModule, ast.AST]] = [(module, s) for s in module.statements]
         decorated: list[ast.AST] = []
         if classes:
-            owner: tuple[_Module, ast.ClassDef] | None = None
+            owner: tuple[SourceModule, ast.ClassDef] | None = None
             container: dict[str, ast.AST] = module.defs
             for cls_name in classes:
                 node = container.get(cls_name)
@@ -357,15 +254,15 @@ class Declarations:
             scope += [(c, s) for c in self._conftests(path) for s in self._conftest_parts(c)]
         skip_hint = self._fixtures(module, function, classes, path, scope)
         nodes = self._closure(scope)
-        words = {w for _, node in nodes for w in _words(node)}
-        xfail = any(XFAIL_WORDS.search(w) for w in words)
-        skip = (skip_hint or any(SKIP_WORDS.search(w) for w in words)
-                or any(_last_name(d) not in INERT for d in decorated)
+        used = {w for _, node in nodes for w in words(node)}
+        xfail = any(XFAIL_WORDS.search(w) for w in used)
+        skip = (skip_hint or any(SKIP_WORDS.search(w) for w in used)
+                or any(last_name(d) not in INERT for d in decorated)
                 or any(self._unknown_mark(node) for _, node in nodes))
         return Declared(skip, xfail)
 
-    def _method(self, owner: tuple[_Module, ast.ClassDef], name: str, scope: list, decorated: list,
-                seen: set) -> tuple[_Module, ast.FunctionDef | ast.AsyncFunctionDef] | None:
+    def _method(self, owner: tuple[SourceModule, ast.ClassDef], name: str, scope: list, decorated: list,
+                seen: set) -> tuple[SourceModule, ast.FunctionDef | ast.AsyncFunctionDef] | None:
         """Find test ``name`` in a class or its pristine bases; every class on the way adds
         its decorators, class-level statements and non-test methods to ``scope``."""
         module, node = owner
@@ -374,14 +271,14 @@ class Declarations:
         seen.add(id(node))
         decorated += node.decorator_list
         scope += [(module, n) for n in (*node.decorator_list, *node.bases, *node.keywords)]
-        found: tuple[_Module, ast.FunctionDef | ast.AsyncFunctionDef] | None = None
+        found: tuple[SourceModule, ast.FunctionDef | ast.AsyncFunctionDef] | None = None
         for item in node.body:
             if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 if item.name == name:
                     found = (module, item)
-                elif not _is_test(item.name):
+                elif not is_test(item.name):
                     scope.append((module, item))
-            elif not isinstance(item, ast.ClassDef) and _applies(item):
+            elif not isinstance(item, ast.ClassDef) and applies(item):
                 scope.append((module, item))
         for base in node.bases:
             base_name = base.id if isinstance(base, ast.Name) else base.attr if isinstance(base, ast.Attribute) else ""
@@ -391,29 +288,29 @@ class Declarations:
                 found = found or inherited
         return found
 
-    def _conftest_parts(self, conftest: _Module) -> list[ast.AST]:
+    def _conftest_parts(self, conftest: SourceModule) -> list[ast.AST]:
         """What of a conftest (or a plugin it names) can decide any test's outcome: its own
         statements and its hooks (fixtures come in only when used or autouse)."""
         return [*conftest.statements, *(n for k, n in conftest.defs.items()
                                         if k.startswith("pytest_") and isinstance(n, ast.FunctionDef))]
 
-    def _fixtures(self, module: _Module, function: ast.AST, classes: tuple[str, ...], path: str,
+    def _fixtures(self, module: SourceModule, function: ast.AST, classes: tuple[str, ...], path: str,
                   scope: list) -> bool:
         """Add the fixtures the test uses (and the autouse ones) to ``scope``; True when it
         uses one no pristine source defines (a plugin's or the library's, which may skip)."""
         if not self._pytest:
             return False
         sources = [module, *self._conftests(path)]
-        autouse = [(m, n) for m in sources for n in m.defs.values() if _fixture(n, autouse=True)]
+        autouse = [(m, n) for m in sources for n in m.defs.values() if is_fixture(n, autouse=True)]
         if classes:
             cls = module.defs.get(classes[0])
             if isinstance(cls, ast.ClassDef):
-                autouse += [(module, n) for n in cls.body if _fixture(n, autouse=True)]
+                autouse += [(module, n) for n in cls.body if is_fixture(n, autouse=True)]
         scope += autouse
-        wanted = list(_arguments(function)) + [a for _, n in autouse for a in _arguments(n)]
+        wanted = list(arguments(function)) + [a for _, n in autouse for a in arguments(n)]
         # arguments that are parameters, not fixtures: parametrize's names anywhere in the
         # scope, and anything a pytest_generate_tests hook may fill
-        params = {p for _, node in scope for p in _parametrized(node)}
+        params = {p for _, node in scope for p in parametrized(node)}
         generated = any("pytest_generate_tests" in m.defs for m in sources)
         seen, unknown = set(params), False
         while wanted and len(seen) < 200:
@@ -431,13 +328,13 @@ class Declarations:
                 unknown = unknown or not generated
                 continue
             scope.append(found)
-            wanted += list(_arguments(found[1]))
+            wanted += list(arguments(found[1]))
         return unknown
 
-    def _closure(self, scope: list[tuple[_Module, ast.AST]]) -> list[tuple[_Module, ast.AST]]:
+    def _closure(self, scope: list[tuple[SourceModule, ast.AST]]) -> list[tuple[SourceModule, ast.AST]]:
         """``scope`` and the definitions of every name it uses, followed through the
         pristine sources (bounded by :data:`MAX_NODES`)."""
-        out: list[tuple[_Module, ast.AST]] = []
+        out: list[tuple[SourceModule, ast.AST]] = []
         todo, seen = list(scope), set()
         while todo and len(out) < MAX_NODES:
             module, node = todo.pop()
@@ -448,9 +345,9 @@ class Declarations:
                 # a class a test uses: what runs for any of its tests, never its other tests
                 todo += [(module, part) for part in (*node.decorator_list, *node.bases, *node.keywords)]
                 todo += [(module, item) for item in node.body
-                         if (isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and not _is_test(item.name))
+                         if (isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and not is_test(item.name))
                          or (not isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-                             and _applies(item))]
+                             and applies(item))]
                 continue
             out.append((module, node))
             for sub in ast.walk(node):
@@ -458,7 +355,7 @@ class Declarations:
                     definition = self._definition(module, sub.id)
                     if definition is not None and not (isinstance(definition[1], (ast.FunctionDef,
                                                                                    ast.AsyncFunctionDef))
-                                                        and _is_test(definition[1].name)):
+                                                        and is_test(definition[1].name)):
                         todo.append(definition)
         return out
 
@@ -471,43 +368,6 @@ class Declarations:
                     and sub.attr not in INERT):
                 return True
         return False
-
-
-def _fixture(node: ast.AST, autouse: bool = False) -> bool:
-    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return False
-    for decorator in node.decorator_list:
-        if _last_name(decorator) in ("fixture", "yield_fixture"):
-            if not autouse:
-                return True
-            call = decorator if isinstance(decorator, ast.Call) else None
-            return call is not None and any(k.arg == "autouse" and not (isinstance(k.value, ast.Constant)
-                                                                        and k.value.value is False)
-                                            for k in call.keywords)
-    return False
-
-
-def _parametrized(node: ast.AST) -> Iterable[str]:
-    """The argument names ``parametrize`` marks in ``node`` give values to."""
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.Call) and _last_name(sub) == "parametrize" and sub.args:
-            names = sub.args[0]
-            if isinstance(names, ast.Constant) and isinstance(names.value, str):
-                yield from (n.strip() for n in names.value.split(",") if n.strip())
-            elif isinstance(names, (ast.List, ast.Tuple)):
-                yield from (e.value for e in names.elts if isinstance(e, ast.Constant) and isinstance(e.value, str))
-
-
-def _arguments(node: ast.AST) -> Iterable[str]:
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        args = node.args
-        for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs):
-            yield arg.arg
-        for decorator in node.decorator_list:   # @pytest.mark.usefixtures("name")
-            if isinstance(decorator, ast.Call) and _last_name(decorator) == "usefixtures":
-                for value in decorator.args:
-                    if isinstance(value, ast.Constant) and isinstance(value.value, str):
-                        yield value.value
 
 
 class RecordedDeclarations:
