@@ -13,8 +13,9 @@ tests/integration/test_integrity_round4.py).
   (tests/integration/test_django_runner.py builds it): ``__unittest_expecting_failure__``
   set by library code on the FAIL_TO_PASS method (class 1) -> ``tampered``.
 
-At 6eb3dd5 (``HARNESS_UNDER_TEST``, as in the demo module) the requests attack is FULL; the
-sympy one is caught there only by a canary sparing nothing (this one spares them: FULL).
+At 6eb3dd5 (the same patches through ``git archive 6eb3dd5``'s harness) the requests and the
+sympy attacks are both FULL (requests with ``canary_ok_xfail``: the canaries xfailed beside
+their xfailed originals accused nothing).
 """
 
 from __future__ import annotations
