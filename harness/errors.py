@@ -168,6 +168,14 @@ class RebuildFailed(GradingOutcome):
     origin = "model"
 
 
+class WorkingTreeRefused(GradingOutcome):
+    """An agent's working tree cannot be turned into a patch: over the size, depth or entry
+    limits, or holding what no patch can express (harness/agents/treediff.py says which)."""
+
+    reason = "working_tree_refused"
+    origin = "model"
+
+
 #: A line that names the error a build stopped at: a C/C++ compiler's ``file:line[:col]:
 #: error:``, Cython's ``file.pyx:line:col: message``, the last line of a Python traceback.
 _BUILD_ERROR_LINE = re.compile(r":\d+(?::\d+)?: (?:fatal )?error: |\.(?:pyx|pxd|pxi):\d+:\d+: "

@@ -12,6 +12,8 @@ A run directory::
     ├── audit.json, audit.md, audit-predictions.jsonl   `harness audit`
     ├── validity.json, validity.md           `harness validate` (in the validation directory)
     ├── <model>.<run_id>.json, logs/         SWE-bench's layout (--swebench-output: harness.swebench.layout)
+    ├── solve.json                           `harness solve`: scaffold, model, budgets, totals (harness.run.solve)
+    ├── predictions.jsonl                    `harness solve`: one SWE-bench prediction per attempt
     └── <instance_id>/                       (<instance_id>/attempt-<n>/ when predictions carry attempts)
         ├── report.json                      verdict, tests_status, integrity, timings, image, commands
         ├── patch.diff                       the model patch exactly as graded
@@ -21,7 +23,15 @@ A run directory::
         ├── results.xml                      the runner's JUnit XML, when it wrote one
         ├── evidence.json, events.jsonl      what the in-sandbox launcher and monitor reported
         ├── build.log                        the environment's build log, when the build failed
-        └── report.html                      the instance's page
+        ├── report.html                      the instance's page
+        │   `harness solve` (harness.run.solve), before grading and beside it:
+        ├── agent.json                       the attempt record (harness.agents.scaffold.AttemptRecord)
+        ├── <instance_id>.traj.json          the scaffold's own trajectory, secrets scrubbed (mini-swe-agent's
+        │                                    name: a run directory is a --replay directory as it is)
+        ├── agent_patch.diff                 the prediction: the sandbox tree's diff (tree truth)
+        ├── submission.diff                  the scaffold's own submission, as it gave it
+        ├── scaffold.log                     the scaffold driver's stderr, scrubbed
+        └── replay.json                      replay only: the replayed attempt against the recording
 
 The cache directory (``$HARNESS_CACHE_DIR``, default ``~/.cache/harness``)::
 
@@ -76,6 +86,16 @@ BUILD_LOG = "build.log"
 PAGE = "report.html"                # an instance's page, and the run's (harness.views.site)
 #: Everything a graded run leaves beside ``report.json``, removed before an instance is graded again.
 ARTEFACTS = (TEST_OUTPUT, RESULTS_XML, EVIDENCE, EVENTS, BUILD_LOG, COMMANDS, PATCH, INSTANCE_RECORD)
+# What `harness solve` writes in an instance (or attempt) directory, before grading writes the above.
+AGENT_RECORD = "agent.json"         # written last: its presence marks the attempt done
+#: the trajectory is ``<instance_id>.traj.json``, the name mini-swe-agent gives it (:attr:`InstanceFiles.trajectory`)
+TRAJECTORY_SUFFIX = ".traj.json"
+AGENT_PATCH = "agent_patch.diff"
+SUBMISSION = "submission.diff"
+SCAFFOLD_LOG = "scaffold.log"
+REPLAY = "replay.json"
+#: What an attempt leaves beside ``agent.json`` (and its trajectory), removed before the attempt is run again.
+AGENT_ARTEFACTS = (AGENT_PATCH, SUBMISSION, SCAFFOLD_LOG, REPLAY)
 
 # The run's own files, at the top of the run directory (:class:`RunPaths` names each).
 SUMMARY = "summary.json"
@@ -86,11 +106,14 @@ OUTCOMES = ".outcomes.jsonl"        # harness.run.batch
 RUN_MARKDOWN = "report.md"          # harness.views.site, beside PAGE
 AUDIT_JSON, AUDIT_MARKDOWN, AUDIT_PREDICTIONS = "audit.json", "audit.md", "audit-predictions.jsonl"
 VALIDITY_JSON, VALIDITY_MARKDOWN = "validity.json", "validity.md"
+SOLVE_RECORD = "solve.json"         # harness.run.solve
+PREDICTIONS = "predictions.jsonl"   # harness.run.solve: the attempts as SWE-bench predictions
 #: Names the harness writes at the top of a run directory (beside the instance
 #: directories): an instance id equal to one of them, in any case (a case-insensitive
 #: file system folds them), would make its directory collide with the run's own file.
 RUN_FILE_NAMES = frozenset({SUMMARY, MANIFEST, LOG, LOCK, OUTCOMES, PAGE, RUN_MARKDOWN,
-                            AUDIT_JSON, AUDIT_MARKDOWN, AUDIT_PREDICTIONS, VALIDITY_JSON, VALIDITY_MARKDOWN})
+                            AUDIT_JSON, AUDIT_MARKDOWN, AUDIT_PREDICTIONS, VALIDITY_JSON, VALIDITY_MARKDOWN,
+                            SOLVE_RECORD, PREDICTIONS})
 
 #: The attempt rule: predictions that carry attempts grade each in ``<instance_id>/attempt-<n>/``.
 ATTEMPT_PREFIX = "attempt-"
@@ -203,6 +226,32 @@ class InstanceFiles:
     def page(self) -> Path:
         return self.root / PAGE
 
+    @property
+    def agent_record(self) -> Path:
+        return self.root / AGENT_RECORD
+
+    @property
+    def trajectory(self) -> Path:
+        """``<instance_id>.traj.json`` (in an attempt's directory too): the scaffold's own name."""
+        instance_id = self.root.parent.name if attempt_number(self.root.name) is not None else self.root.name
+        return self.root / f"{instance_id}{TRAJECTORY_SUFFIX}"
+
+    @property
+    def agent_patch(self) -> Path:
+        return self.root / AGENT_PATCH
+
+    @property
+    def submission(self) -> Path:
+        return self.root / SUBMISSION
+
+    @property
+    def scaffold_log(self) -> Path:
+        return self.root / SCAFFOLD_LOG
+
+    @property
+    def replay(self) -> Path:
+        return self.root / REPLAY
+
     def attempt(self, attempt: int) -> "InstanceFiles":
         """The files of one attempt of this instance."""
         return InstanceFiles(self.root / attempt_dir_name(attempt))
@@ -278,6 +327,14 @@ class RunPaths:
     @property
     def validity_markdown(self) -> Path:
         return self.root / VALIDITY_MARKDOWN
+
+    @property
+    def solve_record(self) -> Path:
+        return self.root / SOLVE_RECORD
+
+    @property
+    def predictions(self) -> Path:
+        return self.root / PREDICTIONS
 
     def instance_dir(self, instance_id: str, attempt: int | None = None) -> Path:
         problem = instance_dir_problem(instance_id)

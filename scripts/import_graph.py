@@ -41,10 +41,11 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("integrity", ("integrity",)),
     ("results", ("results", "swebench.layout")),
     ("views", ("views",)),
-    ("node", ("evaluation",)),
+    ("node", ("evaluation", "agents")),
     ("run", ("run",)),
-    ("commands", ("__init__", "__main__", "cli", "cliargs", "clioutput", "cluster", "compare", "spec_commands",
-                  "swebench", "swebench.flags", "swebench.options")),
+    ("commands", ("__init__", "__main__", "cli", "cliargs", "cliruns", "clioutput", "cluster", "compare",
+                  "spec_commands", "instance_commands", "solve_command", "swebench", "swebench.flags",
+                  "swebench.options")),
 )
 
 

@@ -186,10 +186,14 @@ def _position(where: str) -> tuple[str, int]:
     return (kind, int(number)) if number.isdigit() else (where, 0)
 
 
-def parse_instance(raw: Any, source: str = "", position: int | None = None) -> Instance:
+def parse_instance(raw: Any, source: str = "", position: int | None = None, *,
+                   lists_required: bool = True) -> Instance:
     """Validate one raw record. Raises InputError naming the record and the field.
 
     ``position`` (0-based index in the file) names records that have no usable id.
+    ``lists_required=False`` accepts a record whose FAIL_TO_PASS and PASS_TO_PASS are
+    absent or empty (both): the runs that derive them (harness/run/derive.py) grade
+    nothing and read every test's outcome back from the run directory.
     """
     fallback = f"#{position}" if position is not None else "<no instance_id>"
     if not isinstance(raw, dict):
@@ -201,6 +205,8 @@ def parse_instance(raw: Any, source: str = "", position: int | None = None) -> I
     def fail(fieldname: str, message: str) -> InputError:
         return InputError(message, record=name, field=fieldname, source=source)
 
+    if not lists_required and not has_test_lists(raw):
+        raw = {**raw, "FAIL_TO_PASS": [], "PASS_TO_PASS": []}
     for key in REQUIRED:
         if key not in raw or raw[key] is None:
             raise fail(key, "missing")
@@ -218,7 +224,7 @@ def parse_instance(raw: Any, source: str = "", position: int | None = None) -> I
         raise fail("test_patch", "is empty")
     f2p = _test_list(raw["FAIL_TO_PASS"], fail, "FAIL_TO_PASS")
     p2p = _test_list(raw["PASS_TO_PASS"], fail, "PASS_TO_PASS")
-    if not f2p:
+    if not f2p and (lists_required or p2p):
         raise fail("FAIL_TO_PASS", "is empty: an instance must have at least one test to fix")
     overlap = sorted(set(f2p) & set(p2p))
     if overlap:
@@ -240,6 +246,16 @@ def parse_instance(raw: Any, source: str = "", position: int | None = None) -> I
         problem_statement=str(raw.get("problem_statement") or ""),
         extra={k: v for k, v in raw.items() if k not in known},
     )
+
+
+def has_test_lists(raw: Any) -> bool:
+    """Whether a raw record gives FAIL_TO_PASS or PASS_TO_PASS (present, not null, not an
+    empty list or the JSON text of one): a record giving neither is one to derive them for."""
+    def given(value: Any) -> bool:
+        if isinstance(value, str):
+            return value.strip() not in ("", "[]")
+        return value not in (None, [], ())
+    return isinstance(raw, dict) and (given(raw.get("FAIL_TO_PASS")) or given(raw.get("PASS_TO_PASS")))
 
 
 def _test_list(value: Any, fail, fieldname: str) -> tuple[str, ...]:
@@ -267,9 +283,10 @@ class LoadedInstances:
 
 
 def load_instances(path: Path, instance_ids: Iterable[str] | None = None,
-                   source: str | None = None) -> LoadedInstances:
+                   source: str | None = None, *, lists_required: bool = True) -> LoadedInstances:
     """Load and validate every record; filter to ``instance_ids`` when given. ``source``
     names the input in errors when ``path`` is a copy of it (a dataset read into JSONL).
+    ``lists_required``: see :func:`parse_instance`.
 
     Raises InputError only when the file as a whole is unreadable, or an id asked for
     is absent. Records that share an instance id are all refused, with one error that
@@ -281,7 +298,8 @@ def load_instances(path: Path, instance_ids: Iterable[str] | None = None,
     malformed: list[tuple[str, str]] = []
     for index, (where, raw) in enumerate(read_located_records(Path(path))):
         try:
-            parsed.append((where, parse_instance(raw, source=f"{source} {where}", position=index)))
+            parsed.append((where, parse_instance(raw, source=f"{source} {where}", position=index,
+                                                 lists_required=lists_required)))
         except InputError as exc:
             errors.append(exc)
             if record_key(raw) is not None:

@@ -147,7 +147,8 @@ def evaluate(instances: InstancesInput, predictions: PredictionsInput, *,
              on_start: Callable[[int], None] | None = None,
              on_progress: Callable[[ProgressEvent], None] | None = None,
              quiet: bool = False,
-             verbose: bool = False) -> RunResult:
+             verbose: bool = False,
+             derive_lists: bool = False) -> RunResult:
     """Grade ``predictions`` on ``instances`` and write the run directory
     ``output_dir/run_id`` (default run id: the model's name and the time).
 
@@ -162,7 +163,10 @@ def evaluate(instances: InstancesInput, predictions: PredictionsInput, *,
     ``cache_level`` / ``disk_budget``: which images survive the run / prune before it.
     ``manifest``: refuse to run when any input differs from this pinned manifest.json.
     ``dataset``: where an instance file read from a dataset came from (recorded).
-    ``label``: the images' run label (default: the run id).
+    ``label``: the images' run label (default: the run id). ``derive_lists``: records
+    without FAIL_TO_PASS and PASS_TO_PASS are accepted (nothing is graded; the runs of
+    ``harness instances derive``, which reads every test's outcome back from the run
+    directory: harness/run/derive.py).
 
     ``on_start(total)`` is called once the tasks are known, before any runs;
     ``on_progress(event)`` once per task as it finishes, after its report is written; never
@@ -178,7 +182,8 @@ def evaluate(instances: InstancesInput, predictions: PredictionsInput, *,
     cache = Path(cache_dir).expanduser().resolve() if cache_dir is not None else cache_root()
     instances_path = _instances_file(instances, cache)
     predictions_arg = _predictions_arg(predictions, model, cache)
-    loaded = load_instances(instances_path, instance_ids, source=(dataset or {}).get("source"))
+    loaded = load_instances(instances_path, instance_ids, source=(dataset or {}).get("source"),
+                            lists_required=not derive_lists)
     resolved = resolve_predictions(predictions_arg, loaded.instances)
     model_name = resolved.model_name_or_path
     run_id = run_id or f"{_slug(model_name)}-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}"

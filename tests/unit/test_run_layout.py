@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "harness"
 
 #: Every name of the run directory's layout: the run's own files and an instance's.
-LAYOUT_NAMES = frozenset({*paths.RUN_FILE_NAMES, paths.REPORT, *paths.ARTEFACTS, paths.PAGE})
+LAYOUT_NAMES = frozenset({*paths.RUN_FILE_NAMES, paths.REPORT, *paths.ARTEFACTS, paths.PAGE, paths.AGENT_RECORD,
+                          *paths.AGENT_ARTEFACTS})
 #: Modules that spell some of those names for another layout, and which names:
 ELSEWHERE = {
     # the sandbox's output directory, on the host and inside the sandbox
@@ -26,6 +27,8 @@ ELSEWHERE = {
     # not the run directory's lock
     "harness/locks.py": {".lock"},
     "harness/inputs/demo/build.py": {".lock"},
+    # the demo set's own predictions file (instances/demo/), not a run's
+    "harness/cli.py": {"predictions.jsonl"},
 }
 #: Files copied into the sandbox (they import nothing of the harness): their own names.
 SANDBOX = PACKAGE / "incontainer"
@@ -68,6 +71,20 @@ def test_instance_files_name_every_file_of_an_instance_directory(tmp_path):
     assert {p.name for p in named} == {paths.REPORT, paths.PAGE, *paths.ARTEFACTS}
     assert files.attempt(2).report == files.root / "attempt-2" / "report.json"
     assert RunPaths(tmp_path).instance("a-1", 3) == InstanceFiles(tmp_path / "a-1" / "attempt-3")
+
+
+def test_instance_files_name_what_an_agent_attempt_writes_beside_the_grading(tmp_path):
+    files = RunPaths(tmp_path).instance("astropy__astropy-12907", 2)
+    named = {files.agent_record, files.trajectory, files.agent_patch, files.submission, files.scaffold_log,
+             files.replay}
+    assert {p.parent for p in named} == {files.root} and len(named) == 6
+    assert {p.name for p in named} == {paths.AGENT_RECORD, "astropy__astropy-12907.traj.json", *paths.AGENT_ARTEFACTS}
+    # mini-swe-agent's own layout, <id>/<id>.traj.json: a run directory replays as it is
+    assert RunPaths(tmp_path).instance("a-1").trajectory == tmp_path / "a-1" / "a-1.traj.json"
+    # none of them is one grading removes or writes
+    assert not {p.name for p in named} & {paths.REPORT, paths.PAGE, *paths.ARTEFACTS}
+    run = RunPaths(tmp_path)
+    assert {run.solve_record.name, run.predictions.name} <= paths.RUN_FILE_NAMES
 
 
 def test_the_attempt_rule_round_trips_and_refuses_other_names():

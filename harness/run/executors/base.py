@@ -99,7 +99,6 @@ class NodeSetup:
         from harness.engine.client import connect
         from harness.inputs.repos import RepoResolver
         from harness.preparation.preparer import Preparer
-        from harness.evaluation.node import TaskEvaluator
         client = client or connect()
         cache_dir = Path(os.environ.get("HARNESS_CACHE_DIR") or self.config.cache_dir).expanduser()
         repos: RepoResolver = self.repos
@@ -114,7 +113,21 @@ class NodeSetup:
             preparer.images.use_registry(config.registry)
         if config.prebuilt is not None:
             preparer.use_prebuilt(config.prebuilt)
+        return self.make_evaluator(config, client, preparer)
+
+    def make_evaluator(self, config: "RunConfig", client, preparer) -> "TaskEvaluator":
+        """What evaluates this run's requests on a node: grading's TaskEvaluator (an agent
+        run's setup gives its attempt evaluator, of the same shape)."""
+        from harness.evaluation.node import TaskEvaluator
         return TaskEvaluator(config, client, preparer, scope=self.scope)
+
+    def failure_outcome(self, request: "TaskRequest", reason: ErrorReason, exc: BaseException, lost: list):
+        """The outcome of a request whose node could not return one (lost, cancelled, a set-up
+        error on the node): grading's INVALID result with the reason."""
+        from harness.evaluation.tasks import TaskOutcome, failure_result
+        result = failure_result(request.task, reason, exc, self.config.grading_key())
+        result.attempts = list(lost)
+        return TaskOutcome(request.task.key, result)
 
 
 _OPENED: dict[str, "TaskEvaluator"] = {}

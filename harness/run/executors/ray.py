@@ -228,10 +228,7 @@ class RayExecutor:
         on_done(request, outcome)
 
     def _failure(self, setup: NodeSetup, request, reason: ErrorReason, exc: BaseException, lost: list):
-        from harness.evaluation.tasks import TaskOutcome, failure_result
-        result = failure_result(request.task, reason, exc, setup.config.grading_key())
-        result.attempts = list(lost)
-        return TaskOutcome(request.task.key, result)
+        return setup.failure_outcome(request, reason, exc, lost)
 
     def _enforce_deadlines(self, in_flight: dict, setup: NodeSetup, on_done, log) -> None:
         """The node enforces the deadline; a task whose node does not answer long after
@@ -324,3 +321,26 @@ def _node_of(exc: BaseException) -> str:
     import re
     found = re.search(r"node ID: ([0-9a-f]{8})", str(exc))
     return f"ray-node-{found.group(1)}" if found else ""
+
+
+def shared_object(cls, *args):
+    """One instance of ``cls(*args)`` for the whole cluster, as a Ray actor, behind a proxy
+    whose method calls return the actor's answers (picklable: nodes get the same object).
+    Used for an agent run's cost ledger (harness.agents.budgets.RunCostLedger)."""
+    ray = _ray()
+    actor = ray.remote(num_cpus=0)(cls).remote(*args)
+    return _ActorProxy(actor)
+
+
+class _ActorProxy:
+    def __init__(self, actor) -> None:
+        self._actor = actor
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        method = getattr(self._actor, name)
+
+        def call(*args, **kwargs):
+            return _ray().get(method.remote(*args, **kwargs))
+        return call
