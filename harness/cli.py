@@ -144,7 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--run-id", help="directory under --output-dir (default: audit-<instances file>)")
     audit.add_argument("--classes", nargs="+", metavar="CLASS",
                        help="only these attack classes (1-9, unread-code, size-cap, canary-pairing, code-loading, "
-                       "compiled, runner-rebinding, reinstall, or 'suite')")
+                       "compiled, runner-rebinding, reinstall, undeclared-outcome, or 'suite')")
     audit.set_defaults(func=cmd_audit, timeout=None)
     report = sub.add_parser("report", help="re-grade a run from its saved outputs (no containers) and write "
                                            "its report.html")
