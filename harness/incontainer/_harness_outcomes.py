@@ -211,16 +211,16 @@ def guard_autoload(pluginmanager):
     ``plugin_refused`` record and not loaded."""
     original = pluginmanager.load_setuptools_entrypoints
 
-    def load_setuptools_entrypoints(group, name=None):
+    def load_setuptools_entrypoints(group, *args, **kwargs):   # pluggy before 0.6 takes no name
         if group != PLUGIN_GROUP:
-            return original(group, name)
+            return original(group, *args, **kwargs)
         code = getattr(getattr(original, "__func__", original), "__code__", None)
         if code is not None and "pkg_resources" in code.co_names:
             import pkg_resources  # noqa: F401  (pluggy before 0.12 imports it inside the call: filter it first)
         allowed = _built_entry_points(group)
         restore = _filter_discovery(group, allowed)
         try:
-            return original(group, name)
+            return original(group, *args, **kwargs)
         finally:
             for module, attribute, value in restore:
                 setattr(module, attribute, value)

@@ -64,3 +64,33 @@ def test_autoload_admits_only_the_built_environments_entry_points(tmp_path):
     verdict = judge_evidence(parse_evidence(b"{}", channel.events()), {}, (), frozenset(), True, False, True)
     assert "plugin_refused" in verdict.flags
     assert "evilplug = evilplugin" in verdict.details["plugin_refused"]
+
+
+OLD_PLUGGY = '''
+import sys
+sys.path.insert(0, {source!r})
+import _harness_outcomes
+
+
+class OldPluginManager:
+    """pluggy before 0.6: load_setuptools_entrypoints takes the group alone (pytest 3)."""
+    def load_setuptools_entrypoints(self, entrypoint_name):
+        print("loaded", entrypoint_name)
+
+
+manager = OldPluginManager()
+_harness_outcomes.guard_autoload(manager)
+manager.load_setuptools_entrypoints("pytest11")
+manager.load_setuptools_entrypoints("other")
+'''
+
+
+def test_the_guard_keeps_the_signature_of_old_pluggy(tmp_path):
+    """astropy-6938's pytest 3.3 calls ``load_setuptools_entrypoints('pytest11')`` on a pluggy
+    whose method takes no ``name``: the guard passes on exactly what it was given."""
+    from harness.runners import INCONTAINER_SOURCE
+    script = tmp_path / "old.py"
+    script.write_text(OLD_PLUGGY.format(source=str(INCONTAINER_SOURCE)))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\n")[:2] == ["loaded pytest11", "loaded other"]
