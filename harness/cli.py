@@ -144,7 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--run-id", help="directory under --output-dir (default: audit-<instances file>)")
     audit.add_argument("--classes", nargs="+", metavar="CLASS",
                        help="only these attack classes (1-9, unread-code, size-cap, canary-pairing, code-loading, "
-                       "compiled, runner-rebinding, reinstall, or 'suite')")
+                       "compiled, runner-rebinding, reinstall, undeclared-outcome, or 'suite')")
     audit.set_defaults(func=cmd_audit, timeout=None)
     report = sub.add_parser("report", help="re-grade a run from its saved outputs (no containers) and write "
                                            "its report.html")
@@ -179,6 +179,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The ``harness`` command; everything it prints escapes control characters
+    (harness/clioutput.py)."""
+    from harness.clioutput import escaped_output
+    with escaped_output():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     from harness.swebench.flags import translate
     try:  # swebench's own option names, so that a copied run_evaluation command line works
@@ -314,7 +322,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
         read.paths = [e.path for e in repo.ls_tree(commit) if e.type == "blob"]
         return read
 
-    attacks = audit.build(chosen, reader_for, set(args.classes) if args.classes else None)
+    from harness.inputs.specs import DEFAULT_SPECS_DIR, SpecRegistry
+    specs = SpecRegistry.load(DEFAULT_SPECS_DIR, *args.specs)
+
+    def runner_for(inst) -> str:
+        return specs.get(inst.repo, inst.version).runner
+    attacks = audit.build(chosen, reader_for, set(args.classes) if args.classes else None, runner_for)
     output_dir = args.output_dir.expanduser().resolve()
     run_id = safe_run_id(args.run_id or f"audit-{_slug(instances_path.stem)}")
     root = output_dir / run_id

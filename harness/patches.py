@@ -1,5 +1,6 @@
-"""Pure analysis of unified diffs (with ``unidiff``): which files a patch touches,
-creates or deletes, and whether a model patch is acceptable at all.
+"""Pure analysis of unified diffs: which files a patch touches, creates or deletes (the
+names read as ``git apply`` reads them: :mod:`harness.patch_paths`), and whether a model
+patch is acceptable at all.
 
 A model patch is hostile until graded. :func:`check_model_patch` rejects, before
 anything runs: oversize patches, text that is not valid UTF-8 (lone surrogates from a
@@ -24,10 +25,8 @@ import posixpath
 import re
 from dataclasses import dataclass
 
-from unidiff import PatchSet
-from unidiff.errors import UnidiffParseError
-
 from harness.errors import PatchRejected
+from harness.patch_paths import read_paths, unquote
 from harness.patch_sections import Section, split_sections
 
 #: Largest model patch accepted (bytes of UTF-8).
@@ -36,6 +35,8 @@ MAX_PATCH_BYTES = 5 * 1024 * 1024
 MAX_PATCH_FILES = 2000
 MAX_PATH_BYTES = 1024
 
+#: ``diff --git`` names split naively: every name a header spells is checked as unsafe or
+#: not, even one git itself would not use (the header disagreeing with ``---``/``+++``)
 _GIT_HEADER = re.compile(r"^diff --git (?:a/)?(\S+) (?:b/)?(\S+)\r?$", re.M)
 _SYMLINK_MODE = re.compile(
     r"^(?:(?:new file mode|new mode|old mode|deleted file mode) 120000|index \S+ 120000)\r?$", re.M)
@@ -56,8 +57,14 @@ class PatchFiles:
 
 
 def _strip(path: str | None) -> str | None:
+    """A name as a header line spells it (``--- a/x``, ``rename to x``): unquoted when git
+    quoted it, less the ``a/``/``b/`` prefix (for the unsafe-path check, which reads every
+    header-like line)."""
     if path is not None:
         path = path.rstrip("\r")  # git apply ignores a CR before the newline
+        if path.startswith('"'):
+            quoted = unquote(path)
+            path = quoted[0] if quoted is not None else path
     if path is None or path == "/dev/null":
         return None
     for prefix in ("a/", "b/"):
@@ -67,33 +74,30 @@ def _strip(path: str | None) -> str | None:
 
 
 def patch_files(patch: str) -> PatchFiles:
-    """Parse a unified diff. Raises PatchRejected (reason patch_rejected) if unparsable."""
-    if not patch.strip():
-        return PatchFiles((), (), ())
-    try:
-        patch_set = PatchSet(patch)
-    except UnidiffParseError as exc:
-        raise PatchRejected(f"not a unified diff: {exc}") from None
-    modified, created, deleted = [], [], []
-    for pf in patch_set:
-        source, target = _strip(pf.source_file), _strip(pf.target_file)
-        if pf.is_added_file:
-            created.append(target or pf.path)
-        elif pf.is_removed_file:
-            deleted.append(source or pf.path)
-        else:
-            if source and target and source != target:  # rename: old path goes, new path comes
-                deleted.append(source)
-                created.append(target)
-            else:
-                modified.append(target or source or pf.path)
-    # Pure renames/mode changes with no hunks appear only in 'diff --git' headers.
-    for a, b in _GIT_HEADER.findall(patch):
-        for path in (a, b):
-            if path not in modified and path not in created and path not in deleted:
-                modified.append(path)
-    return PatchFiles(tuple(dict.fromkeys(modified)), tuple(dict.fromkeys(created)),
-                      tuple(dict.fromkeys(deleted)))
+    """The paths a unified diff touches, read as ``git apply`` reads them
+    (:mod:`harness.patch_paths`: quoted names, any prefix, names with spaces, traditional
+    diffs); a copy creates its new path, a rename deletes the old and creates the new."""
+    modified: list[str] = []
+    created: list[str] = []
+    deleted: list[str] = []
+    sections = read_paths(patch)
+    corrupt = next((s.corrupt for s in sections if s.corrupt), None)
+    if corrupt:
+        raise PatchRejected(f"not a unified diff: {corrupt}")
+    for section in sections:
+        old, new = section.old, section.new
+        if section.created or (old is None and new is not None):
+            created.append(new or "")
+        elif section.deleted or (new is None and old is not None):
+            deleted.append(old or "")
+        elif old is not None and new is not None and old != new:
+            if not section.copied:
+                deleted.append(old)
+            created.append(new)
+        elif new is not None:
+            modified.append(new)
+    return PatchFiles(tuple(dict.fromkeys(p for p in modified if p)), tuple(dict.fromkeys(p for p in created if p)),
+                      tuple(dict.fromkeys(p for p in deleted if p)))
 
 
 def unsafe_path_reason(path: str) -> str | None:
@@ -128,8 +132,10 @@ def check_model_patch(patch: str) -> PatchFiles:
             name = name.split("\t")[0].strip()
             if name != "/dev/null":
                 named.add(_strip(name) or name)
+    for section in read_paths(patch):
+        named.update(p for p in (section.old, section.new) if p)
     for a, b in _GIT_HEADER.findall(patch):
-        named.update((a, b))
+        named.update((_strip(a) or a, _strip(b) or b))
     if len(named) > MAX_PATCH_FILES:
         raise PatchRejected(f"the patch names {len(named)} files, over the limit of {MAX_PATCH_FILES}")
     for path in sorted(named):

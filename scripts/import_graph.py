@@ -34,7 +34,7 @@ KINDS = ("module", "function", "typing")
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundation", ("_version", "errors", "hashing", "atomic", "locks", "logs", "overlap", "resources", "data",
                     "paths", "buildinfo")),
-    ("pure cores", ("grading", "patches", "patch_sections")),
+    ("pure cores", ("grading", "patches", "patch_paths", "patch_sections")),
     ("sandbox contents", ("incontainer", "runners")),
     ("inputs", ("inputs",)),
     ("engine and preparation", ("engine", "imagecache", "preparation")),

@@ -49,6 +49,7 @@ from harness.inputs.predictions import Prediction
 from harness.inputs.specs import EnvSpec
 from harness.integrity import artefacts, rebuild, steps
 from harness.integrity import canaries as canary_mod
+from harness.integrity.declared import Declarations
 from harness.integrity.evidence import parse_evidence
 from harness.integrity.judge import RunContext, apply_judgement, invalidate, judge_run, refuse_runner_reach
 from harness.integrity.plan import Plan, make_plan
@@ -71,8 +72,11 @@ class Evaluator:
                  protected_modules: frozenset[str] = frozenset(),
                  pristine_paths: Callable[[], frozenset[str]] = frozenset,
                  control_skipped: frozenset[str] = frozenset(),
-                 canary_plan: canary_mod.CanaryPlan | None = None) -> None:
+                 canary_plan: canary_mod.CanaryPlan | None = None,
+                 reference_undeclared: dict[str, str] | None = None) -> None:
         self.protected_modules = protected_modules
+        #: the undeclared outcomes the reference control showed (harness/integrity/judge.py)
+        self.reference_undeclared = reference_undeclared
         self.pristine_paths = pristine_paths
         self.control_skipped = control_skipped
         self.instance = instance
@@ -96,6 +100,8 @@ class Evaluator:
             self.result.integrity_details["network_stand_ins"] = sorted(spec.service_hosts)
         self.outputs = RunOutputs(patch=prediction.model_patch or "")
         self.canaries: list[canary_mod.Canary] = []
+        #: what the pristine tests declare (read from the staged test files and the pristine tree)
+        self.declarations: Declarations | None = None
         self.perturbations: list[canary_mod.Canary] = []
         self.canary_plan = canary_plan or canary_mod.CanaryPlan(secrets.randbits(63), config.canaries)
         #: canary test id -> PROVEN/DISPROVED by the reference control
@@ -244,6 +250,9 @@ class Evaluator:
         self.canaries, self.perturbations, self.canary_proof = planted.canaries, planted.perturbations, planted.proof
         self.result.integrity_details.update(planted.details)
         self.result.integrity_flags += planted.flags
+        # the tests as they are installed, canaries included, and the pristine tree around them
+        self.declarations = Declarations({p: data for p, (data, _) in planted.files.items()}, self._pristine_bytes,
+                                         self.spec.runner, self.pristine_paths())
         return planted.files
 
     def _record_dropped(self, model: ModelPatch) -> None:
@@ -317,7 +326,7 @@ class Evaluator:
             details["uninspectable"] = refused.details()
             raise PatchRejected(refused.message())
         plan = make_plan(tree, test_patch.all, test_files, self.pristine_paths(), self.protected_modules,
-                         self.config.restore_test_infra, self.runner.infra_patterns)
+                         self.config.restore_test_infra, self.runner.infra_patterns, self._pristine_bytes)
         for flag, paths in (("patch_touched_tests", plan.touched_tests), ("patch_touched_test_infra",
                                                                            plan.touched_infra),
                             ("patch_shadows_module", plan.shadows)):
@@ -327,6 +336,10 @@ class Evaluator:
         details["model_files"] = plan.model_files[:500]
         details["forbid_runner_internals"] = self.config.forbid_runner_internals
         return plan
+
+    def _pristine_bytes(self, path: str) -> bytes | None:
+        found = self.pristine(path)
+        return found[0] if found is not None else None
 
     def _scan(self, tree: TreeTruth, plan: Plan) -> None:
         found = scan_changes(tree.existing_changed, set(plan.model_files), self.pristine, self.runner.internals)
@@ -372,7 +385,7 @@ class Evaluator:
         result = rebuild.after_build(out, tree, plan, spec, self.config.tree_report_limit, self.config.max_tree_changes,
                                      lambda after: make_plan(after, test_patch.all, test_files, self.pristine_paths(),
                                                              self.protected_modules, self.config.restore_test_infra,
-                                                             self.runner.infra_patterns))
+                                                             self.runner.infra_patterns, self._pristine_bytes))
         for step in result.commands:
             self._record(str(step.get("phase")), [], step)
         self._phase("rebuild", t)
@@ -428,7 +441,8 @@ class Evaluator:
                          reference=self.is_reference, perturbations=tuple(self.perturbations),
                          model_files=frozenset(plan.model_files), runner_project=self.spec.runner_internals_allowed,
                          plugin_expected=expected, control_skipped=self.control_skipped, evidence=evidence,
-                         cpu=sandbox_cpu(self.result))
+                         cpu=sandbox_cpu(self.result), declarations=self.declarations,
+                         reference_undeclared=self.reference_undeclared)
         judged = judge_run(self.instance, self.spec.parser, self.outputs.test_output, self.outputs.junit_xml,
                            self.result.test_exit_code, ctx, convention=self.spec.id_convention)
         if judged.infrastructure:
@@ -436,12 +450,15 @@ class Evaluator:
         apply_judgement(self.result, judged)
         refuse_runner_reach(self.result, self.instance.tests, self.config.forbid_runner_internals)
 
-    def reprove(self, proof: dict[str, str], source: dict) -> None:
+    def reprove(self, proof: dict[str, str], source: dict, reference_undeclared: dict[str, str] | None = None) -> None:
         """Judge the finished run again, its canaries proven by a run of the reference patch
-        that planted the same ones (``source`` says which, recorded as ``canary_control``)."""
+        that planted the same ones (``source`` says which, recorded as ``canary_control``),
+        and with the undeclared outcomes that run showed (None: it showed nothing usable)."""
         if self._judged_with is None:
             return
         evidence, test_files, plan, before = self._judged_with
+        if reference_undeclared is not None:
+            self.reference_undeclared = dict(reference_undeclared)
         self.canary_proof = dict(proof)
         self.result.integrity_details["canary_proof"] = dict(proof)
         self.result.integrity_details["canary_control"] = source

@@ -83,21 +83,47 @@ def kind_of(mode):
     return "other"
 
 
+#: deepest level walked (a build of the model may leave a tree deeper than PATH_MAX); a
+#: tree deeper than this is reported as too many changes (the patch is refused, its doing)
+MAX_DEPTH = 400
+
+
+class TooDeep(Exception):
+    pass
+
+
 def walk(root, skip_git):
-    """path (relative, POSIX) -> lstat result, for every entry under root."""
+    """path (relative, POSIX) -> lstat result, for every entry under root. Iterative, through
+    directory descriptors (no long path is handed to the kernel); raises TooDeep past
+    :data:`MAX_DEPTH` levels."""
     found = {}
-    stack = [""]
-    while stack:
-        rel = stack.pop()
-        base = os.path.join(root, rel) if rel else root
-        for name in _children(base):
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        top = os.open(root, flags)
+    except FileNotFoundError:
+        return found
+    frames = [(top, "", sorted(os.listdir(top), reverse=True))]
+    try:
+        while frames:
+            fd, rel, names = frames[-1]
+            if not names:
+                os.close(fd)
+                frames.pop()
+                continue
+            name = names.pop()
             child = rel + "/" + name if rel else name
             if skip_git and child == ".git":
                 continue
-            st = os.lstat(os.path.join(root, child))
+            st = os.lstat(name, dir_fd=fd)
             found[child] = st
             if stat.S_ISDIR(st.st_mode):
-                stack.append(child)
+                if len(frames) > MAX_DEPTH:
+                    raise TooDeep(child[:200])
+                sub = os.open(name, flags, dir_fd=fd)
+                frames.append((sub, child, sorted(os.listdir(sub), reverse=True)))
+    finally:
+        for frame in frames:
+            os.close(frame[0])
     return found
 
 
@@ -126,8 +152,13 @@ def count_extensions(entries):
 
 def tree_diff(testbed, pristine, request):
     """The working copy against the pristine tree, ``.git`` excluded. Returns (changes,
-    too many, how many compiled extension modules the pristine tree holds)."""
-    new, old = walk(testbed, True), walk(pristine, True)
+    too many, how many compiled extension modules the pristine tree holds); a working copy
+    too deep to walk is too many changes."""
+    old = walk(pristine, True)
+    try:
+        new = walk(testbed, True)
+    except TooDeep as deep:
+        return [{"path": str(deep), "change": "created", "kind": "dir"}], True, count_extensions(old)
     trust_metadata = not request.get("hash_all")
     changes, total = [], 0
     max_changes = request["max_changes"]
