@@ -34,6 +34,7 @@ import datetime as dt
 import json
 import os
 import platform
+import signal
 import statistics
 import subprocess
 import sys
@@ -48,6 +49,28 @@ DATA = ROOT.parent / "shared" / "swebench"
 SETS = {"lite": "lite-test.jsonl", "verified": "verified-test.jsonl"}
 DEFECTS = ROOT / "docs" / "notes" / "dataset-defects.yaml"
 DOC = ROOT / "docs" / "REAL_INSTANCES.md"
+
+
+def run_harness(command: list[str]) -> int:
+    """``python -m harness COMMAND``, with Ctrl-C, SIGTERM and SIGHUP passed on to it and
+    waited for: the harness then removes its sandboxes and keeps the run resumable.
+    (subprocess.call kills its child on KeyboardInterrupt, and SIGTERM's default would end
+    this script alone; either way the sandboxes of the harness kept running.)"""
+    process = subprocess.Popen([sys.executable, "-m", "harness", *command], cwd=ROOT)
+
+    def forward(signum: int, _frame: object) -> None:
+        process.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        while True:
+            try:
+                return process.wait()
+            except KeyboardInterrupt:
+                process.send_signal(signal.SIGINT)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def select(records: list[dict], repos_dir: Path) -> tuple[list[dict], dict[str, str]]:
@@ -275,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
                    str(root.parent), "--run-id", root.name, "--quiet"]
         print(f"validating {len(chosen)} instances ({len(left)} of the set not held here) into {root}", flush=True)
         started = time.monotonic()
-        code = subprocess.call([sys.executable, "-m", "harness", *command], cwd=ROOT)
+        code = run_harness(command)
         meta = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                 "machine": f"{os.cpu_count()} cores, {platform.platform()}",
                 "wall_minutes": round((time.monotonic() - started) / 60, 1),
