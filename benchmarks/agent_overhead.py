@@ -25,10 +25,14 @@ mini-swe-agent runs in the scaffold pin's own virtualenv (harness.agents.pins, i
 ``--cache-dir`` as the harness installs it): never in the harness's. Its container gets one
 untimed set-up command first: the tree copied from /opt/harness/testbed to /testbed (the
 harness's images keep it there; SWE-bench's have it at /testbed) and the environment's venv
-put on PATH in root's .bashrc (SWE-bench's images activate their conda environment there).
+put on PATH in root's .bashrc (SWE-bench's images activate their conda environment there). Its
+container is started with the recorded ``run_args`` plus ``--cpu-shares`` of the harness's
+sandboxes (1024 a core: docker's default is 1024), so that on a shared, loaded machine the
+scheduler favours neither side (``--mini-default-cpu-shares`` leaves docker's default).
 
     .venv/bin/python benchmarks/agent_overhead.py [--instance-id pytest-dev__pytest-7490] \
-        [--rounds 3] [--trivial-repeats 5] [--attempt-rounds 3] [--parts steps attempt] [--out FILE]
+        [--rounds 3] [--trivial-repeats 5] [--attempt-rounds 3] [--parts steps attempt] \
+        [--mini-default-cpu-shares] [--out FILE]
 """
 
 from __future__ import annotations
@@ -76,6 +80,10 @@ def parse_args(argv=None):
     p.add_argument("--max-commands", type=int, help="only the trajectory's first N commands in (a) (a quick try)")
     p.add_argument("--attempt-rounds", type=int, default=3, help="rounds of the whole attempt")
     p.add_argument("--parts", nargs="+", choices=("steps", "attempt"), default=["steps", "attempt"])
+    p.add_argument("--mini-default-cpu-shares", action="store_true",
+                   help="start mini-swe-agent's container with docker's default CPU weight (1024) instead of the "
+                        "weight the harness gives its sandboxes (1024 a core): on a loaded machine the heavier "
+                        "weight wins CPU time, which is the scheduler's doing, not the environment's")
     p.add_argument("--cache-dir", type=Path, default=C.DEFAULT_CACHE)
     p.add_argument("--work-dir", type=Path, help="run directories (default: a temporary one, removed)")
     p.add_argument("--out", type=Path, help="raw JSON (default benchmarks/results/agent_overhead.json)")
@@ -117,11 +125,27 @@ class Subject:
         started = time.monotonic()
         self.prepared = self.preparer.prepare(self.instance)
         self.prepare_seconds = time.monotonic() - started
+        from harness.engine.cpus import cpu_limit
+        from harness.engine.sandbox import DockerBackend, Limits
+        #: the CPU weight of the harness's sandboxes (DockerBackend.start: 1024 a core), given to
+        #: mini-swe-agent's container too unless --mini-default-cpu-shares
+        self.cpu_shares = cpu_limit(Limits().cpus, self.prepared.spec.cpus,
+                                    DockerBackend(self.client, RUN_LABEL).engine_cores()).shares
         self.pin = parse_pin(f"mini-swe-agent=={self.recorded.scaffold_version}")
         self.pin_environment = ensure_environment(self.pin, args.cache_dir)
 
+    def mini_environment(self) -> dict:
+        """The recorded environment config mini-swe-agent's side starts its container with
+        (its ``run_args`` given the harness sandboxes' CPU weight, see --mini-default-cpu-shares)."""
+        config = dict(self.config.get("environment") or {})
+        if not self.args.mini_default_cpu_shares and self.cpu_shares:
+            config["run_args"] = [*(config.get("run_args") or ["--rm"]), "--cpu-shares", str(self.cpu_shares)]
+        return config
+
     def describe(self) -> dict:
-        return {"instance_id": self.instance.instance_id, "image": self.prepared.image.tag,
+        return {"harness_cpu_shares": self.cpu_shares,
+                "mini_run_args": self.mini_environment().get("run_args"),
+                "instance_id": self.instance.instance_id, "image": self.prepared.image.tag,
                 "image_id": self.prepared.image.image_id, "trajectory": str(self.trajectory_path),
                 "recorded_steps": len(self.recorded.steps), "commands": len(self.commands),
                 "recorded_exit_status": self.recorded.exit_status, "pin": self.pin.spec,
@@ -206,8 +230,7 @@ def measure_steps(subject: Subject, backend, rounds: int, trivial_repeats: int, 
         ours_open = time.perf_counter() - started
         mini = None
         try:
-            mini = MiniSide(subject, "steps", {"environment": subject.config.get("environment") or {}},
-                            work)
+            mini = MiniSide(subject, "steps", {"environment": subject.mini_environment()}, work)
             check = {"ours": workspace.run(CHECK, env=subject.environment_config.get("env") or {}).output,
                      "mini": mini.call({"command": CHECK})}
             check["mini"].pop("output", None)
@@ -437,7 +460,7 @@ def _run_facts(run: Path, instance_id: str) -> dict:
 
 def mini_attempt(subject: Subject, work: Path) -> dict:
     from harness.agents.scaffold import same_diff
-    request = {"config": subject.config, "task": subject.task, "outputs": subject.recorded.outputs,
+    request = {"config": {**subject.config, "environment": subject.mini_environment()}, "task": subject.task, "outputs": subject.recorded.outputs,
                "costs": subject.recorded.step_costs}
     side = MiniSide(subject, "attempt", request, work)
     head = side.head
@@ -494,7 +517,9 @@ def render(machine: dict, subject: dict, steps: dict | None, attempts: dict | No
                     "Docker environment", machine)]
     out.append(f"subject: {subject['instance_id']}, image `{subject['image']}` ({subject['image_id'][:19]}), "
                f"trajectory {Path(subject['trajectory']).name} ({subject['recorded_steps']} steps, "
-               f"{subject['commands']} commands), pin {subject['pin']} {subject['pin_packages']}\n")
+               f"{subject['commands']} commands), pin {subject['pin']} {subject['pin_packages']}; CPU weight: the "
+               f"harness's sandboxes {subject['harness_cpu_shares']}, mini-swe-agent's container run_args "
+               f"{subject['mini_run_args']}\n")
     if steps is not None:
         rows = [[f"`{c}`", t["n"], C.fmt(t["ours"], 3), C.fmt(t["mini"], 3), C.fmt(t["ratio"]),
                  C.fmt(t["difference"], 3), C.fmt(t["plain_exec"], 3)] for c, t in steps["trivial"].items()]
