@@ -41,6 +41,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -63,6 +64,16 @@ RUN_LABEL = "bench-agent-overhead"
 #: mini-swe-agent's container, before anything is timed (see the module doc)
 MINI_SETUP = ("cp -a /opt/harness/testbed/. /testbed/ && chown -R root:root /testbed && "
               "echo 'export PATH=/opt/harness/venv/bin:$PATH' >> /root/.bashrc")
+#: a command that starts the environment's Python (a test run, a script): its time is mostly the interpreter's
+RUNS_PYTHON = re.compile(r"(^|[\s;&|(])(pytest|python[0-9.]*)(\s|$)", re.MULTILINE)
+_HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1[^\n]*\n.*?\n\2(?=\n|$)", re.DOTALL)
+
+
+def runs_python(command: str) -> bool:
+    """Whether a command starts Python (a here-document's text, a file being written, is not run)."""
+    return bool(RUNS_PYTHON.search(_HEREDOC.sub("", command)))
+
+
 #: run untimed on both sides first: the same python and pytest, a clean tree (the users differ by design:
 #: the harness's commands run as uid 1000, mini-swe-agent's as root)
 CHECK = "command -v python pytest; git status --porcelain | wc -l"
@@ -87,6 +98,7 @@ def parse_args(argv=None):
     p.add_argument("--cache-dir", type=Path, default=C.DEFAULT_CACHE)
     p.add_argument("--work-dir", type=Path, help="run directories (default: a temporary one, removed)")
     p.add_argument("--out", type=Path, help="raw JSON (default benchmarks/results/agent_overhead.json)")
+    p.add_argument("--render", type=Path, metavar="RAW_JSON", help="measure nothing: print the tables of a raw JSON")
     return p.parse_args(argv)
 
 
@@ -143,7 +155,8 @@ class Subject:
         return config
 
     def describe(self) -> dict:
-        return {"harness_cpu_shares": self.cpu_shares,
+        return {"action_steps": [step.index for step in self.recorded.steps if step.action is not None],
+                "harness_cpu_shares": self.cpu_shares,
                 "mini_run_args": self.mini_environment().get("run_args"),
                 "instance_id": self.instance.instance_id, "image": self.prepared.image.tag,
                 "image_id": self.prepared.image.image_id, "trajectory": str(self.trajectory_path),
@@ -223,6 +236,7 @@ def measure_steps(subject: Subject, backend, rounds: int, trivial_repeats: int, 
     sequence += [(f"step:{i}", c) for i, c in enumerate(commands, start=1)]
     samples: list[dict] = []
     setups: list[dict] = []
+    bytecode: list[dict] = []
     for r in range(rounds):
         started = time.perf_counter()
         workspace = open_workspace(backend, subject.prepared, name_hint="bench-agent-steps",
@@ -253,6 +267,7 @@ def measure_steps(subject: Subject, backend, rounds: int, trivial_repeats: int, 
                 if label.startswith("trivial:"):
                     sample["plain_exec"] = _plain_exec(workspace, command)
                 samples.append(sample)
+            bytecode += _bytecode_check(workspace, mini, subject, r, trivial_repeats)
             print(f"steps round {r + 1}/{rounds}: {len(sequence)} commands", file=sys.stderr)
         finally:
             started = time.perf_counter()
@@ -262,7 +277,31 @@ def measure_steps(subject: Subject, backend, rounds: int, trivial_repeats: int, 
                 closed["mini_remove_seconds"] = mini.close(end=True)["remove_seconds"]
             if setups and setups[-1]["round"] == r:
                 setups[-1].update(closed)
-    return {"sequence": [label for label, _ in sequence], "samples": samples, "setups": setups}
+    return {"sequence": [label for label, _ in sequence], "commands": [command for _, command in sequence],
+            "samples": samples, "setups": setups, "bytecode": bytecode}
+
+
+#: a Python start that imports the repository's own package (pytest-7490's pytest is installed from /testbed)
+PYTHON_START = "pytest --version"
+
+
+def _bytecode_check(workspace, mini, subject: Subject, r: int, repeats: int) -> list[dict]:
+    """What the grading environment's PYTHONDONTWRITEBYTECODE=1 costs a Python start in the working
+    sandbox: PYTHON_START without the repository's bytecode (the harness's case: none is ever
+    written), then once with writing allowed, then with the bytecode cached (mini-swe-agent's case
+    after its first Python start); mini-swe-agent's side interleaved for reference."""
+    env = subject.environment_config.get("env") or {}
+    out = []
+    for phase in ("no bytecode written", "bytecode cached"):
+        if phase == "bytecode cached":
+            workspace.run(PYTHON_START, env={**env, "PYTHONDONTWRITEBYTECODE": ""})
+        for k in range(repeats):
+            order = ["ours", "mini"] if (r + k) % 2 == 0 else ["mini", "ours"]
+            for side in order:
+                seconds = (_ours(workspace, PYTHON_START, subject)["seconds"] if side == "ours"
+                           else mini.call({"command": PYTHON_START})["seconds"])
+                out.append({"round": r, "phase": phase, "side": side, "seconds": seconds})
+    return out
 
 
 def _sha(text: str) -> str:
@@ -303,18 +342,22 @@ def summarise_steps(data: dict) -> dict:
                 "same_returncode": sum(s["same_returncode"] for s in chosen),
                 "same_output": sum(s["same_output"] for s in chosen)}
 
-    quick = [s for s in steps if s["mini"] < 1.0]
-    slow = [s for s in steps if s["mini"] >= 1.0]
+    commands = dict(zip(data["sequence"], data.get("commands") or []))
+    python = [s for s in steps if runs_python(commands.get(s["label"], ""))]
+    shell = [s for s in steps if not runs_python(commands.get(s["label"], ""))]
     setups = data["setups"]
-    return {"trivial": trivial, "steps": steps,
+    bytecode = {f"{phase}, {side}": C.median(b["seconds"] for b in data.get("bytecode", [])
+                                             if b["phase"] == phase and b["side"] == side)
+                for phase in ("no bytecode written", "bytecode cached") for side in ("ours", "mini")}
+    return {"trivial": trivial, "steps": steps, "bytecode": bytecode if data.get("bytecode") else None,
             "setup": {"ours_open": C.median(x["ours_open_seconds"] for x in setups),
                       "mini_start": C.median(x["mini_start_seconds"] for x in setups),
                       "mini_setup": C.median(x["mini_setup_seconds"] for x in setups),
                       "checks_agree": all(x["check_same_output"] for x in setups),
                       "folded": sorted({f for x in setups for f in x["folded"]})},
             "groups": [group("every command of the trajectory", steps),
-                       group("commands under 1 s (mini-swe-agent's side)", quick),
-                       group("commands of 1 s or more (test runs)", slow)]}
+                       group("shell tools only (ls, cat, sed, grep, find, git, ...)", shell),
+                       group("commands that run Python (pytest, python)", python)]}
 
 
 # ----------------------------------------------------------------------------- (b) the attempt
@@ -494,9 +537,22 @@ def measure_attempts(subject: Subject, rounds: int, work: Path) -> list[dict]:
     return out
 
 
-def summarise_attempts(rows: list[dict]) -> dict:
+def summarise_attempts(rows: list[dict], action_steps: list[int], commands: list[str]) -> dict:
     def med(side: str, key: str) -> float:
         return C.median(r[side][key] for r in rows)
+
+    # each command's execution, paired across the two sides by its place in the trajectory
+    pairs: list[tuple[float, float, str]] = []
+    for r in rows:
+        ours, mini = r["harness library"]["exec_seconds_per_step"], r["mini-swe-agent"]["exec_seconds_per_command"]
+        if len(mini) == len(action_steps) == len(commands) and max(action_steps) <= len(ours):
+            pairs += [(ours[step - 1] or 0.0, theirs, command)
+                      for step, theirs, command in zip(action_steps, mini, commands)]
+
+    def per_step(chosen: list[tuple[float, float, str]]) -> dict:
+        return {"n": len(chosen), "median_difference": C.median(o - m for o, m, _ in chosen),
+                "ours_total": sum(o for o, _, _ in chosen) / max(1, len(rows)),
+                "mini_total": sum(m for _, m, _ in chosen) / max(1, len(rows))}
 
     lib_parts = {k: C.median(r["harness library"]["parts"][k] for r in rows)
                  for k in rows[0]["harness library"]["parts"]}
@@ -506,20 +562,23 @@ def summarise_attempts(rows: list[dict]) -> dict:
     paired = {"cli": C.median(r["harness CLI"]["wall"] / r["mini-swe-agent"]["wall"] for r in rows),
               "library": C.median(r["harness library"]["wall"] / r["mini-swe-agent"]["wall"] for r in rows)}
     return {"ours": ours, "mini": mini, "ratio": paired, "library_parts": lib_parts,
+            "per_step": {"shell tools only": per_step([p for p in pairs if not runs_python(p[2])]),
+                         "commands that run Python": per_step([p for p in pairs if runs_python(p[2])])},
             "busy": {side: C.median(r[side]["machine_busy"] for r in rows)
                      for side in ("harness CLI", "harness library", "mini-swe-agent")}}
 
 
 # ----------------------------------------------------------------------------- output
 
-def render(machine: dict, subject: dict, steps: dict | None, attempts: dict | None, raw_attempts) -> str:
-    out = [C.header("Agent stage: the working sandbox and the whole attempt against mini-swe-agent's own "
-                    "Docker environment", machine)]
+def render(data: dict, steps: dict | None, attempts: dict | None) -> str:
+    machine, subject, raw_attempts = data["machine"], data["subject"], data.get("attempts")
+    title = "Agent stage: the working sandbox and the whole attempt against mini-swe-agent's own Docker environment"
+    out = [C.header(title, machine).replace(f"command: `{C.command_line()}`", f"command: `{data['command']}`")]
     out.append(f"subject: {subject['instance_id']}, image `{subject['image']}` ({subject['image_id'][:19]}), "
                f"trajectory {Path(subject['trajectory']).name} ({subject['recorded_steps']} steps, "
                f"{subject['commands']} commands), pin {subject['pin']} {subject['pin_packages']}; CPU weight: the "
-               f"harness's sandboxes {subject['harness_cpu_shares']}, mini-swe-agent's container run_args "
-               f"{subject['mini_run_args']}\n")
+               f"harness's sandboxes {subject.get('harness_cpu_shares', 'not recorded')}, mini-swe-agent's "
+               f"container run_args {subject.get('mini_run_args', 'as recorded (docker default CPU weight)')}\n")
     if steps is not None:
         rows = [[f"`{c}`", t["n"], C.fmt(t["ours"], 3), C.fmt(t["mini"], 3), C.fmt(t["ratio"]),
                  C.fmt(t["difference"], 3), C.fmt(t["plain_exec"], 3)] for c, t in steps["trivial"].items()]
@@ -536,6 +595,14 @@ def render(machine: dict, subject: dict, steps: dict | None, attempts: dict | No
                    f"mini-swe-agent's `docker run -d` {C.fmt(st['mini_start'], 2)}, then its untimed set-up "
                    f"{C.fmt(st['mini_setup'], 2)}. Same python, pytest and a clean tree on both sides: "
                    f"{'yes' if st['checks_agree'] else 'NO'}.")
+        if steps.get("bytecode"):
+            b = steps["bytecode"]
+            out.append(f"\n`{PYTHON_START}` (a Python start importing the repository's own package), median s: "
+                       f"harness without the repository's bytecode (PYTHONDONTWRITEBYTECODE=1, grading's environment) "
+                       f"{C.fmt(b['no bytecode written, ours'], 3)}, harness with it cached "
+                       f"{C.fmt(b['bytecode cached, ours'], 3)}; mini-swe-agent (its bytecode written at its first "
+                       f"Python start) {C.fmt(b['no bytecode written, mini'], 3)} and "
+                       f"{C.fmt(b['bytecode cached, mini'], 3)} in the same two blocks.")
         out.append("\nThe trajectory's commands in order (per command: median over rounds; totals: sums of those):\n")
         out.append(C.markdown_table(["commands", "n", "harness total (s)", "mini-swe-agent total (s)",
                                      "ratio of totals", "median difference (s)", "median ratio",
@@ -557,6 +624,12 @@ def render(machine: dict, subject: dict, steps: dict | None, attempts: dict | No
         mini_of = {"sandbox start": m["start_seconds"], "steps": m["exec_seconds"],
                    "agent loop otherwise": m["loop_otherwise"]}
         rows = [[k, C.fmt(p[k], 3), C.fmt(mini_of[k], 3) if k in mini_of else "–"] for k in order]
+        paired = [[name, g["n"], C.fmt(g["ours_total"], 1), C.fmt(g["mini_total"], 1),
+                   C.fmt(g["median_difference"], 3)] for name, g in attempts["per_step"].items()]
+        out.append("\nEach command's execution within the attempts, paired by its place in the trajectory "
+                   "(totals: per round, averaged):\n")
+        out.append(C.markdown_table(["commands", "pairs", "harness total (s)", "mini-swe-agent total (s)",
+                                     "median difference (s)"], paired))
         out.append("\nWhere the time goes (median s):\n")
         out.append(C.markdown_table(["part", "harness (library call)", "mini-swe-agent"], rows))
         out.append(f"\nmini-swe-agent's untimed set-up on our image: {C.fmt(m['setup_seconds'], 2)} s; its container "
@@ -573,6 +646,9 @@ def render(machine: dict, subject: dict, steps: dict | None, attempts: dict | No
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.render is not None:
+        print(render_file(args.render))
+        return 0
     machine = C.machine_info()
     args.cache_dir = args.cache_dir.expanduser().resolve()
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="harness-bench-agent-"))
@@ -593,7 +669,7 @@ def main(argv=None) -> int:
             C.write_results("agent_overhead", data, out_path)
         if "attempt" in args.parts:
             raw_attempts = data["attempts"] = measure_attempts(subject, args.attempt_rounds, work)
-            attempts_summary = data["attempts_summary"] = summarise_attempts(raw_attempts)
+            attempts_summary = data["attempts_summary"] = summarise_attempts(raw_attempts, *_action_commands(data))
         data["final"] = True
         data["loadavg_at_end"] = os.getloadavg()
         path = C.write_results("agent_overhead", data, out_path)
@@ -601,9 +677,30 @@ def main(argv=None) -> int:
         backend.cleanup_run()
         if args.work_dir is None:
             shutil.rmtree(work, ignore_errors=True)
-    print(render(machine, data["subject"], steps_summary, attempts_summary, raw_attempts))
+    print(render(data, steps_summary, attempts_summary))
     print(f"raw data: {path}", file=sys.stderr)
     return 0
+
+
+def _action_commands(data: dict) -> tuple[list[int], list[str]]:
+    """The recorded steps that ran a command, and their commands (read again from the trajectory
+    when the raw data predates their being recorded)."""
+    from harness.agents.trajectories import load_trajectory
+    recorded = load_trajectory(data["subject"]["trajectory"])
+    steps = [step for step in recorded.steps if step.action is not None]
+    return [step.index for step in steps], [str(step.action) for step in steps]
+
+
+def render_file(path: Path) -> str:
+    """The tables of an earlier run's raw JSON, summarised again by this script."""
+    data = json.loads(Path(path).read_text())
+    steps = data.get("steps")
+    if steps is not None and "commands" not in steps:
+        commands = _action_commands(data)[1]
+        steps["commands"] = [label.partition(":")[2] if label.startswith("trivial:")
+                             else commands[int(label.partition(":")[2]) - 1] for label in steps["sequence"]]
+    return render(data, summarise_steps(steps) if steps else None,
+                  summarise_attempts(data["attempts"], *_action_commands(data)) if data.get("attempts") else None)
 
 
 if __name__ == "__main__":
