@@ -6,7 +6,8 @@
     harness doctor     say what is missing (engine, mmdebstrap, disk); --start-engine starts dockerd
     harness compare    vendor claims vs a run, or run A vs run B (see harness.compare)
     harness view       serve a run directory's HTML report on 127.0.0.1
-    harness specs      list the environment specs, or show one resolved (where each field came from)
+    harness specs      list the environment specs, show one resolved (where each field came from), infer one
+    harness instances  make an instance set from fix commits; derive its test lists in the real environment
 
 Exit codes: 0 the command did its job (whatever the verdicts), 2 bad input or missing
 prerequisites (a sentence on stderr, no traceback), 3 the run ended early because its
@@ -25,13 +26,14 @@ import sys
 from pathlib import Path
 
 from harness.buildinfo import VersionAction
+from harness.cliruns import evaluate_options
 from harness.cliargs import Parser, bounded_float, bounded_int
 from harness.clioutput import ProgressLine, render_pages, show_result
 from harness.errors import EngineLost, EngineUnavailable, HarnessError, InputError, RunIncomplete
 from harness.imagecache.commands import CACHE_LEVELS, size_argument
 from harness.run.stopping import exit_code, signal_name, stopped_like_ctrl_c
 from harness.swebench.options import (INSTANCES_HELP, SWEBENCH_EPILOG, add_dataset_options,
-                                      add_swebench_output_options, prebuilt_source, resolve_instance_source,
+                                      add_swebench_output_options, resolve_instance_source,
                                       swebench_layout_request, write_swebench_layout)
 
 DEFAULT_OUTPUT_DIR = "runs"
@@ -142,7 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--run-id", help="directory under --output-dir (default: audit-<instances file>)")
     audit.add_argument("--classes", nargs="+", metavar="CLASS",
                        help="only these attack classes (1-9, unread-code, size-cap, canary-pairing, code-loading, "
-                       "compiled, runner-rebinding, reinstall, or 'suite')")
+                       "compiled, runner-rebinding, reinstall, undeclared-outcome, or 'suite')")
     audit.set_defaults(func=cmd_audit, timeout=None)
     report = sub.add_parser("report", help="re-grade a run from its saved outputs (no containers) and write "
                                            "its report.html")
@@ -169,12 +171,22 @@ def build_parser() -> argparse.ArgumentParser:
     add_data_parser(sub)
     from harness.spec_commands import add_specs_parser
     add_specs_parser(sub)
+    from harness.instance_commands import add_instances_parser
+    add_instances_parser(sub, common)
     from harness.cluster import add_node_parser
     add_node_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The ``harness`` command; everything it prints escapes control characters
+    (harness/clioutput.py)."""
+    from harness.clioutput import escaped_output
+    with escaped_output():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     from harness.swebench.flags import translate
     try:  # swebench's own option names, so that a copied run_evaluation command line works
@@ -226,7 +238,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     from harness.atomic import write_json_atomic, write_text_atomic
     from harness.inputs.instances import load_instances
-    from harness.results.validity import instance_validity, render_markdown, validity_report
+    from harness.results.validity import instance_validity, render_markdown, validation_problem, validity_report
     from harness.paths import RunPaths, safe_run_id
     instances_path, dataset = resolve_instance_source(args)
     named = Path(dataset["source"]).name if dataset else instances_path.stem
@@ -239,6 +251,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         gold = execute_run(args, instances_path, "gold", f"gold-{n}", root, show=False,
                            label=f"{root.name}-gold-{n}", dataset=dataset, canary_seed=seed)
         gold_runs.append({r.instance_id: r.to_report() for r in gold.results})
+        refused = list(gold.summary.get("input_errors") or {})
     # the empty run drops what the reference disproved
     empty_run = execute_run(args, instances_path, "empty", "empty", root, show=False, label=f"{root.name}-empty",
                             dataset=dataset, canary_seed=seed, control=root / "gold-1")
@@ -246,15 +259,23 @@ def cmd_validate(args: argparse.Namespace) -> int:
     rows = []
     for inst in load_instances(instances_path, args.instance_ids).instances:
         gold = [run[inst.instance_id] for run in gold_runs if inst.instance_id in run]
+        if not gold:
+            continue  # refused before it ran (named on stderr and under the report's "refused")
         rows.append(instance_validity(inst.instance_id, inst.fail_to_pass, inst.pass_to_pass, gold,
                                       empty.get(inst.instance_id)))
     report = validity_report(rows, args.repeat)
     report["canary_seed"] = seed
+    report["refused"] = refused
     layout = RunPaths(root)
     write_json_atomic(layout.validity_json, report)
     write_text_atomic(layout.validity_markdown, render_markdown(report))
     print(render_markdown(report))
     print(f"validity report: {layout.validity_json}")
+    problem = validation_problem(rows, {r["instance_id"]: [run[r["instance_id"]] for run in gold_runs
+                                                           if r["instance_id"] in run] for r in rows}, refused)
+    if problem is not None:
+        print(f"harness: validate: {problem}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -301,7 +322,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
         read.paths = [e.path for e in repo.ls_tree(commit) if e.type == "blob"]
         return read
 
-    attacks = audit.build(chosen, reader_for, set(args.classes) if args.classes else None)
+    from harness.inputs.specs import DEFAULT_SPECS_DIR, SpecRegistry
+    specs = SpecRegistry.load(DEFAULT_SPECS_DIR, *args.specs)
+
+    def runner_for(inst) -> str:
+        return specs.get(inst.repo, inst.version).runner
+    attacks = audit.build(chosen, reader_for, set(args.classes) if args.classes else None, runner_for)
     output_dir = args.output_dir.expanduser().resolve()
     run_id = safe_run_id(args.run_id or f"audit-{_slug(instances_path.stem)}")
     root = output_dir / run_id
@@ -330,25 +356,22 @@ def execute_run(args: argparse.Namespace, instances_path: Path, predictions_arg:
     line (``control``, ``canary_seed``, ``instance_ids`` and ``timeout`` win over the
     flags: the commands that run several times choose them). Shows the progress line,
     the table (``show``) and where the run went. Returns the session's RunResult."""
-    from harness.run.session import Repositories, RunLimits, evaluate
+    from harness.run.session import RunLimits, evaluate
     progress = ProgressLine(enabled=not args.quiet and sys.stderr.isatty())
+    options = evaluate_options(args)
+    if timeout is not None:
+        options["limits"] = RunLimits(timeout=timeout, task_timeout=args.task_timeout, cpus=args.cpus)
     try:
         with progress:
             result = evaluate(
                 instances_path, predictions_arg,
                 instance_ids=instance_ids if instance_ids is not None else args.instance_ids,
-                specs=args.specs,
-                repositories=Repositories(args.repos_dir, dict(args.repo), clone=not args.no_clone),
-                executor=args.executor, max_workers=args.max_workers, ray_address=args.ray_address,
-                limits=RunLimits(timeout=timeout if timeout is not None else args.timeout,
-                                 task_timeout=args.task_timeout, cpus=args.cpus),
-                run_id=run_id, output_dir=output_dir, cache_dir=args.cache_dir, force=args.force,
+                run_id=run_id, output_dir=output_dir,
                 control=control if control is not None else getattr(args, "control", None),
                 canary_seed=canary_seed if canary_seed is not None else getattr(args, "canary_seed", None),
-                perturbed_run=getattr(args, "perturbed_run", False), registry=args.registry,
-                prebuilt=prebuilt_source(args), cache_level=args.cache_level, disk_budget=args.disk_budget,
+                perturbed_run=getattr(args, "perturbed_run", False),
                 manifest=manifest, dataset=dataset, label=label,
-                on_start=progress.start, on_progress=progress.update, quiet=args.quiet, verbose=args.verbose)
+                on_start=progress.start, on_progress=progress.update, **options)
     except RunIncomplete as exc:
         if exc.result is not None:
             show_result(exc.result, show and not args.quiet)

@@ -1,12 +1,68 @@
 """What the ``harness`` command prints: the live progress line, the results table, the
 run directory and where its pages went (rich, on the terminal only; the run directory
-holds everything in full)."""
+holds everything in full).
+
+Everything printed is input's as much as ours (model names, records' ids and fields, a
+vendor's claims): while a command runs, ``sys.stdout`` and ``sys.stderr`` are
+:class:`EscapingStream` objects (:func:`escaped_output`), which write every control character
+(C0 but newline and tab, DEL, C1) as a visible escape, so no name reaches the terminal as a
+control sequence; and the results table takes its cells as plain text (``rich.text.Text``),
+never as markup, so a name like ``[/bold]`` is shown as written and cannot break it. Our own
+styling is dropped on those streams (the progress line alone, fixed text and numbers, is
+drawn on the raw terminal).
+"""
 
 from __future__ import annotations
 
+import re
 import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator, TextIO
+
+#: what never reaches the terminal raw: C0 controls but newline and tab, DEL, C1 controls
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with every control character written as a visible escape (``\\x1b``)."""
+    return _CONTROL.sub(lambda m: "\\x%02x" % ord(m.group()), text)
+
+
+class EscapingStream:
+    """A text stream that writes through :func:`escape_controls` (see the module docstring)."""
+
+    escapes_controls = True
+
+    def __init__(self, raw: TextIO) -> None:
+        self.raw = raw
+
+    def write(self, text: str) -> int:
+        self.raw.write(escape_controls(text))
+        return len(text)
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str):
+        return getattr(self.raw, name)
+
+
+def raw_stream(stream: Any) -> TextIO:
+    """The terminal behind an :class:`EscapingStream` (for output that is ours alone)."""
+    return stream.raw if isinstance(stream, EscapingStream) else stream
+
+
+@contextmanager
+def escaped_output() -> Iterator[None]:
+    """``sys.stdout`` and ``sys.stderr`` escape control characters while the block runs."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = EscapingStream(saved[0]), EscapingStream(saved[1])
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
 
 
 def show_result(result, table: bool) -> None:
@@ -47,10 +103,12 @@ class ProgressLine:
 
     def start(self, total: int) -> None:
         if self.enabled and total > 1:
+            from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
             self._progress = Progress(TextColumn("[bold]grading"), BarColumn(), MofNCompleteColumn(),
                                       TextColumn("resolved {task.fields[resolved]}  errors {task.fields[errors]}"),
-                                      TimeRemainingColumn(), transient=True)
+                                      TimeRemainingColumn(), transient=True,
+                                      console=Console(file=raw_stream(sys.stderr)))
             self._progress.start()
             self._task = self._progress.add_task("grading", total=total, resolved=0, errors=0)
 
@@ -75,7 +133,12 @@ def print_table(results, summary) -> None:
     from itertools import islice
     from rich.console import Console
     from rich.table import Table
-    table = Table(title=f"run {summary['run_id']} ({summary['model_name_or_path']})")
+    from rich.text import Text
+
+    def cell(value: object) -> Text:   # plain text: no markup is read, no control character kept
+        return Text(escape_controls(str(value)))
+
+    table = Table(title=cell(f"run {summary['run_id']} ({summary['model_name_or_path']})"))
     for column in ("instance", "status", "resolved", "F2P", "P2P", "reason"):
         table.add_column(column)
     shown = sorted(islice(results, TABLE_ROWS + 1), key=lambda r: (r.instance_id, r.attempt or 0))
@@ -83,11 +146,12 @@ def print_table(results, summary) -> None:
         f2p = f"{len(r.f2p_success)}/{len(r.f2p_success) + len(r.f2p_failure)}"
         p2p = f"{len(r.p2p_success)}/{len(r.p2p_success) + len(r.p2p_failure)}"
         name = r.instance_id if r.attempt is None else f"{r.instance_id}#{r.attempt}"
-        table.add_row(name, r.status.value, "yes" if r.resolved else "no", f2p, p2p,
-                      r.error_reason.value if r.error_reason else "")
-    console = Console(stderr=False)
+        table.add_row(*map(cell, (name, r.status.value, "yes" if r.resolved else "no", f2p, p2p,
+                                  r.error_reason.value if r.error_reason else "")))
+    escaping = isinstance(sys.stdout, EscapingStream)
+    console = Console(file=sys.stdout, color_system=None if escaping else "auto", highlight=False)
     console.print(table)
     if len(shown) > TABLE_ROWS:
-        console.print(f"(first {TABLE_ROWS} rows; every instance is in summary.json)")
-    console.print(f"resolved {summary['resolved_instances']} of {summary['total_instances']}"
-                  f" (errors {summary['error_instances']}, invalid {len(summary['invalid_ids'])})")
+        console.print(cell(f"(first {TABLE_ROWS} rows; every instance is in summary.json)"))
+    console.print(cell(f"resolved {summary['resolved_instances']} of {summary['total_instances']}"
+                       f" (errors {summary['error_instances']}, invalid {len(summary['invalid_ids'])})"))

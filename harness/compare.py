@@ -33,6 +33,7 @@ from harness.results.comparison import (BOOTSTRAP_ITERATIONS, CONFIDENCE, Agreem
 from harness.results.run_data import (INFRA_ORIGINS, InstanceEvidence, InstanceOutcome, RunData, load_run,
                                       repo_of)
 from harness.results.run_vs_run import compare_runs
+from harness.results.vendor_tests import DEFAULT_DEFECTS
 from harness.views.json_view import render_json, to_dict
 from harness.views.markdown import render_markdown
 
@@ -72,6 +73,15 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.") or "run"
 
 
+def _claims_name(path: Path) -> str:
+    """The output stem's part naming the claims: a file's name, or a reports directory's
+    (its parent's when it is called ``reports``)."""
+    if path.is_dir():
+        path = path.resolve()
+        return path.parent.name if path.name == "reports" else path.name
+    return path.name.removesuffix(".json").removesuffix(".results")
+
+
 def add_compare_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``compare`` subcommand to an ``argparse`` subparsers object.
 
@@ -86,11 +96,18 @@ def add_compare_parser(subparsers: Any) -> argparse.ArgumentParser:
                     "printed.")
     parser.add_argument("run", metavar="RUN", help="run directory (runs/<run_id>)")
     parser.add_argument("run_b", metavar="RUN_B", nargs="?", help="second run directory to compare against RUN")
-    parser.add_argument("--claimed", metavar="FILE", help="claimed verdicts: this project's claims file, SWE-bench's run report "
-                        "(<model>.<run_id>.json), an experiments-repo results/results.json, or a "
-                        "per-instance {id: {resolved: bool}} map (see the README)")
+    parser.add_argument("--claimed", metavar="FILE|DIR", help="claimed verdicts: this project's claims file, SWE-bench's "
+                        "run report (<model>.<run_id>.json), an experiments-repo results/results.json, a "
+                        "per-instance {id: {resolved: bool}} map, or a directory of SWE-bench's per-instance "
+                        "reports (<id>.report.json or <id>/report.json), compared test by test (see the README)")
     parser.add_argument("--validity", metavar="FILE",
                         help="validity report with instances.<id>.reference_full (needs --claimed)")
+    parser.add_argument("--control", metavar="RUN_DIR",
+                        help="a run of the reference patches on the same instances: each test that differs is also "
+                             "looked up there (needs --claimed)")
+    parser.add_argument("--defects", metavar="FILE",
+                        help="dataset-defects file (instance id -> summary, evidence) whose entries explain a "
+                             "disagreement (needs --claimed; default: this checkout's docs/notes/dataset-defects.yaml)")
     parser.add_argument("--seed", type=bounded_int(0, 2**32 - 1), default=0, help="bootstrap seed (default 0)")
     parser.add_argument("--output-dir", metavar="DIR", help="where to write outputs (default: RUN)")
     parser.add_argument("--budget-attempts", type=bounded_int(1, 10**6), metavar="K",
@@ -106,15 +123,18 @@ def run_compare(args: argparse.Namespace) -> int:
     try:
         if args.run_b is None and args.claimed is None:
             raise InputError("give RUN_B (run comparison) or --claimed FILE (claims comparison)", field="RUN_B/--claimed")
-        if args.validity is not None and args.claimed is None:
-            raise InputError("--validity only applies together with --claimed", field="--validity")
+        for option in ("validity", "control", "defects"):
+            if getattr(args, option, None) is not None and args.claimed is None:
+                raise InputError(f"--{option} only applies together with --claimed", field=f"--{option}")
+        defects = getattr(args, "defects", None) or (DEFAULT_DEFECTS if DEFAULT_DEFECTS.is_file() else None)
         budget = {"max_attempts": getattr(args, "budget_attempts", None),
                   "max_calls": getattr(args, "budget_calls", None)}
         out_dir = Path(args.output_dir) if args.output_dir else Path(args.run)
         outputs: list[tuple[Result, str]] = []
         if args.claimed is not None:
-            result = compare_with_claims(args.run, args.claimed, args.validity, **budget)
-            claims_name = Path(args.claimed).name.removesuffix(".json").removesuffix(".results")
+            result = compare_with_claims(args.run, args.claimed, args.validity, **budget,
+                                         control_dir=getattr(args, "control", None), defects_path=defects)
+            claims_name = _claims_name(Path(args.claimed))
             outputs.append((result, f"compare-claims-{_slug(claims_name)}"))
         if args.run_b is not None:
             result = compare_runs(args.run, args.run_b, seed=args.seed, **budget)

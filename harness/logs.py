@@ -33,7 +33,10 @@ def configure(log_file: Path | None, quiet: bool = False, verbose: bool = False)
         console = logging.StreamHandler(sys.stderr)
         console.setLevel(logging.DEBUG if verbose else logging.WARNING)
         console.setFormatter(structlog.stdlib.ProcessorFormatter(
-            processor=structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()), foreign_pre_chain=pre_chain))
+            # no colour through a stream that escapes control characters (harness/clioutput.py)
+            processor=structlog.dev.ConsoleRenderer(
+                colors=sys.stderr.isatty() and not getattr(sys.stderr, "escapes_controls", False)),
+            foreign_pre_chain=pre_chain))
         root.addHandler(console)
     structlog.configure(
         processors=[*pre_chain, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],

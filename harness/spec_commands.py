@@ -1,5 +1,7 @@
 """``harness specs list`` and ``harness specs show OWNER/NAME VERSION``: the specs as the
-harness resolves them, with the file and section every field came from.
+harness resolves them, with the file and section every field came from; ``harness specs
+init --repo OWNER/NAME=PATH --commit SHA --out DIR``: a spec inferred from a tree
+(harness/inputs/spec_inference.py), to read, edit and check.
 
 ``show`` prints the resolved spec as YAML (each field under a comment naming its origin:
 ``project file …: defaults``, ``user file …: versions.7.2``, ``harness default``), or as
@@ -41,6 +43,50 @@ def add_specs_parser(subparsers) -> None:
     show.add_argument("version", metavar="VERSION")
     show.add_argument("--json", action="store_true", help="JSON instead of commented YAML")
     show.set_defaults(func=_cmd_show)
+    init = specs_sub.add_parser("init", help="infer a spec from a repository's tree at a commit: a file to read, "
+                                             "edit and check with `harness instances derive`")
+    init.add_argument("--repo", required=True, metavar="OWNER/NAME=PATH",
+                      help="the repository: its name and a local git repository")
+    init.add_argument("--commit", required=True, metavar="SHA", help="the (base) commit whose tree is read")
+    init.add_argument("--out", required=True, type=Path, metavar="DIR",
+                      help="directory the spec file OWNER__NAME.yaml is written to (give it to --specs)")
+    init.add_argument("--version", help="the version key (default: the nearest tag at the commit, MAJOR.MINOR, "
+                                        "as `harness instances from-commits` names versions)")
+    init.add_argument("--force", action="store_true", help="replace an existing spec file")
+    init.set_defaults(func=_cmd_init)
+
+
+def _cmd_init(args) -> int:
+    from harness.atomic import write_text_atomic
+    from harness.engine.layers import BaseDefinition
+    from harness.errors import InputError
+    from harness.inputs.commit_rules import VersionRule
+    from harness.inputs.fix_commits import version_at
+    from harness.inputs.repos import GitDir
+    from harness.inputs.spec_inference import infer_spec, render_spec
+    name, sep, path_text = args.repo.partition("=")
+    if not sep or "/" not in name or not path_text:
+        raise InputError(f"expected OWNER/NAME=PATH, got {args.repo!r}", field="--repo")
+    path = Path(path_text).expanduser().resolve()
+    target = args.out.expanduser().resolve() / f"{name.replace('/', '__')}.yaml"
+    if target.exists() and not args.force:
+        raise InputError(f"{target} exists (your edits?): --force replaces it", field="--out")
+    commit, version = version_at(path, args.commit, VersionRule("fixed", args.version) if args.version
+                                 else VersionRule())
+    repo = GitDir(path)
+    listing = [e.path for e in repo.ls_tree(commit) if e.type == "blob"]
+
+    def read(file: str) -> str | None:
+        data = repo.read_blob(commit, file) if file in listing_set else None
+        return None if data is None else data.decode("utf-8", "replace")
+
+    listing_set = set(listing)
+    inferred = infer_spec(read, listing, list(BaseDefinition.load().pythons))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(target, render_spec(name, version, inferred, commit))
+    print(f"spec for {name} {version} (python {inferred.fields['python']}) written to {target}")
+    print(f"check it: harness instances derive --instances RECORDS --out DERIVED --specs {target.parent}")
+    return 0
 
 
 def _registry(args):

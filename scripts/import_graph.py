@@ -34,7 +34,7 @@ KINDS = ("module", "function", "typing")
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundation", ("_version", "errors", "hashing", "atomic", "locks", "logs", "overlap", "resources", "data",
                     "paths", "buildinfo")),
-    ("pure cores", ("grading", "patches")),
+    ("pure cores", ("grading", "patches", "patch_paths", "patch_sections")),
     ("sandbox contents", ("incontainer", "runners")),
     ("inputs", ("inputs",)),
     ("engine and preparation", ("engine", "imagecache", "preparation")),
@@ -43,8 +43,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("views", ("views",)),
     ("node", ("evaluation", "agents")),
     ("run", ("run",)),
-    ("commands", ("__init__", "__main__", "cli", "cliargs", "clioutput", "cluster", "compare", "spec_commands",
-                  "solve_command", "swebench", "swebench.flags", "swebench.options")),
+    ("commands", ("__init__", "__main__", "cli", "cliargs", "cliruns", "clioutput", "cluster", "compare",
+                  "spec_commands", "instance_commands", "solve_command", "swebench", "swebench.flags",
+                  "swebench.options")),
 )
 
 

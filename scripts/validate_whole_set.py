@@ -258,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             raise SystemExit(f"--instance-ids not in the selection: {unknown[:10]}")
         chosen = [r for r in chosen if r["instance_id"] in set(args.instance_ids)]
+    code = 0  # harness validate's exit code, when this run made the validation
     if args.merge:
         root = args.output_dir.resolve() / (args.run_id or "whole-" + args.set + "-merged")
         merge([p.resolve() for p in args.merge], root)
@@ -283,7 +284,11 @@ def main(argv: list[str] | None = None) -> int:
         (root / "whole-set.json").write_text(json.dumps(meta, indent=1))
         if code != 0:
             print(f"harness validate exited {code}", file=sys.stderr)
-            return code
+            # 2 with a validity report: an environment did not build (named on stderr); the tables still say
+            # what was validated, and the script exits 2 after them
+            from harness.paths import RunPaths
+            if code != 2 or not RunPaths(root).validity_json.is_file():
+                return code
     block, unexplained = tables(root, args.set, left)
     (root / "tables.md").write_text(block)
     print(block)
@@ -292,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     if unexplained:
         print(f"UNEXPLAINED exceptions: {', '.join(unexplained)}", file=sys.stderr)
         return 1
-    return 0
+    return 2 if code == 2 else 0
 
 
 if __name__ == "__main__":

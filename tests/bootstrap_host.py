@@ -38,9 +38,11 @@ class Channel:
 
 
 @contextmanager
-def bootstrapped(root: Path, testbed: Path, results: Path | None = None, monitor: bool = True):
+def bootstrapped(root: Path, testbed: Path, results: Path | None = None, monitor: bool = True,
+                 pristine: Path | None = None):
     """Yield a :class:`Channel` while the bootstrap is active for this user's processes
-    started with ``channel.env``; the collector has read everything once the block ends."""
+    started with ``channel.env``; the collector has read everything once the block ends.
+    ``pristine``: the pristine tree the bootstrap is told of (as the launcher tells it)."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "shim").mkdir(exist_ok=True)
     boot = INCONTAINER_SOURCE / "_harness_boot.py"
@@ -58,6 +60,7 @@ def bootstrapped(root: Path, testbed: Path, results: Path | None = None, monitor
     collector = evidence_channel.Collector(socket_path, str(channel.events_path), os.getuid(), os.getgid(), 16 << 20)
     collector.start()
     evidence_channel.activate(str(activation), {"uid": os.getuid(), "socket": socket_path, "testbed": str(testbed),
+                                                "pristine": str(pristine) if pristine else None,
                                                 "results": str(results) if results else None, "monitor": monitor})
     try:
         yield channel

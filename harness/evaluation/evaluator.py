@@ -1,12 +1,15 @@
 """The grading sequence for one (instance, prediction), in this order:
 
-1. validate on the host: the model patch (size, text, paths, counts) and the test patch,
+1. validate on the host: the model patch (size, text, paths, counts; what carries nothing
+   to apply, a content-less binary stub or a new symlink inside the repository, is taken
+   out and flagged: :func:`harness.patches.prepare_model_patch`) and the test patch,
    applied on the host over the pristine files it touches (the test files to run);
 2. start a fresh sandbox (no network); one archive call puts the model patch, the
    harness's trusted in-container files and the staged test files in place;
 3. **set-up step** (one exec, as the test user): reset the working copy from the pristine
    tree, the history check, apply the model patch (``git apply``, ``--3way``, ``patch
-   --fuzz``), check ``.git`` is untouched, and report the *tree truth*;
+   --fuzz``; then the same without the hunks the tree already holds, flagged), check
+   ``.git`` is untouched, and report the *tree truth*;
 4. on the host, from the tree truth: reject what must never run (``.git`` changed,
    symlinks, a tree the parsed patch does not explain, compiled code and archives, files
    too large to inspect), decide what to restore, delete and seal, scan the model's
@@ -46,6 +49,7 @@ from harness.inputs.predictions import Prediction
 from harness.inputs.specs import EnvSpec
 from harness.integrity import artefacts, rebuild, steps
 from harness.integrity import canaries as canary_mod
+from harness.integrity.declared import Declarations
 from harness.integrity.evidence import parse_evidence
 from harness.integrity.judge import RunContext, apply_judgement, invalidate, judge_run, refuse_runner_reach
 from harness.integrity.plan import Plan, make_plan
@@ -53,7 +57,7 @@ from harness.integrity.scan import scan_changes
 from harness.integrity.testpatch import TestPatchResult, apply_test_patch
 from harness.integrity.tree import MalformedTreeReport, TreeTruth, disagreement, parse_tree_report
 from harness.overlap import Background
-from harness.patches import PatchFiles, check_model_patch, patch_files
+from harness.patches import ModelPatch, PatchFiles, patch_files, prepare_model_patch
 from harness.results.report import CommandRecord, InstanceResult
 from harness.runners import Runner, get_runner
 
@@ -68,8 +72,11 @@ class Evaluator:
                  protected_modules: frozenset[str] = frozenset(),
                  pristine_paths: Callable[[], frozenset[str]] = frozenset,
                  control_skipped: frozenset[str] = frozenset(),
-                 canary_plan: canary_mod.CanaryPlan | None = None) -> None:
+                 canary_plan: canary_mod.CanaryPlan | None = None,
+                 reference_undeclared: dict[str, str] | None = None) -> None:
         self.protected_modules = protected_modules
+        #: the undeclared outcomes the reference control showed (harness/integrity/judge.py)
+        self.reference_undeclared = reference_undeclared
         self.pristine_paths = pristine_paths
         self.control_skipped = control_skipped
         self.instance = instance
@@ -89,8 +96,12 @@ class Evaluator:
             **prediction.usage(),
             resources={"python_hash_seed": self.env["PYTHONHASHSEED"]},
         )
+        if spec.service_hosts:   # the network names a local stand-in answers for (the comparison reads them)
+            self.result.integrity_details["network_stand_ins"] = sorted(spec.service_hosts)
         self.outputs = RunOutputs(patch=prediction.model_patch or "")
         self.canaries: list[canary_mod.Canary] = []
+        #: what the pristine tests declare (read from the staged test files and the pristine tree)
+        self.declarations: Declarations | None = None
         self.perturbations: list[canary_mod.Canary] = []
         self.canary_plan = canary_plan or canary_mod.CanaryPlan(secrets.randbits(63), config.canaries)
         #: canary test id -> PROVEN/DISPROVED by the reference control
@@ -120,7 +131,8 @@ class Evaluator:
         t0 = time.monotonic()
         try:
             test_patch = patch_files(self.instance.test_patch)
-            model_files = check_model_patch(self.prediction.model_patch or "")
+            model = prepare_model_patch(self.prediction.model_patch or "")
+            self._record_dropped(model)
             test_result = apply_test_patch(self.instance.test_patch, test_patch, self.pristine)
         except GradingOutcome as outcome:
             evaluation = self._invalid(ErrorReason(outcome.reason), str(outcome))
@@ -143,7 +155,7 @@ class Evaluator:
         self.result.resources["cpus"] = sandbox.cpu.as_dict()
         self._phase("start", t)
         try:
-            self._sequence(sandbox, test_patch, model_files, test_result, test_files, staged)
+            self._sequence(sandbox, test_patch, model, test_result, test_files, staged)
         except GradingOutcome as outcome:
             self._finish_invalid(ErrorReason(outcome.reason), str(outcome))
         finally:
@@ -160,30 +172,32 @@ class Evaluator:
         from the model's name)."""
         return self.prediction.model_patch == self.instance.patch
 
-    def _sequence(self, sandbox: Sandbox, test_patch: PatchFiles, model_files: PatchFiles,
+    def _sequence(self, sandbox: Sandbox, test_patch: PatchFiles, model: ModelPatch,
                   test_result: TestPatchResult, test_files: list[str], staged: dict[str, tuple[bytes, int]]) -> None:
         layout = steps.Layout.new()
 
         # 2-3. inputs in, set-up step
         t = time.monotonic()
-        patch_bytes = None if self.prediction.is_empty else (self.prediction.model_patch or "").encode("utf-8")
+        # what the sandbox applies: the patch less what carries nothing (harness.patches)
+        patch_bytes = None if not model.text.strip() else model.text.encode("utf-8")
+        sections = [s.as_json() for s in model.sections] if model.sections else None
         # every added or modified file comes back up to the inspection limits (a file past
         # them comes back without its content, and the patch is refused: _decide)
         limits = {"max_changes": self.config.max_tree_changes, "content_limit": artefacts.FILE_LIMIT,
                   "content_total": artefacts.TOTAL_LIMIT}
         sandbox.put_files(steps.IO_DIR, steps.initial_files(layout, patch_bytes, self.env, self.config.setup_timeout,
-                                                            limits, staged))
+                                                            limits, staged, sections))
         argv = steps.prepare_argv(layout)
         res = sandbox.exec(argv, timeout=self.config.setup_timeout * 4, output_limit=self.config.tree_report_limit)
         self._record("prepare", argv, res)
         try:
-            tree = self._tree_truth(res)
+            tree = self._tree_truth(res, nothing_to_apply=patch_bytes is None)
         finally:
             self._phase("setup", t)
 
         # 4. decisions on the host
         t = time.monotonic()
-        patch_plan = self._decide(tree, model_files, test_patch, test_files)
+        patch_plan = self._decide(tree, model.files, test_patch, test_files)
         # the scans only flag and judge; they never change what runs: done while the tests run
         scanning = Background(lambda: self._scan(tree, patch_plan), "scan")
         self._phase("plan", t)
@@ -236,9 +250,23 @@ class Evaluator:
         self.canaries, self.perturbations, self.canary_proof = planted.canaries, planted.perturbations, planted.proof
         self.result.integrity_details.update(planted.details)
         self.result.integrity_flags += planted.flags
+        # the tests as they are installed, canaries included, and the pristine tree around them
+        self.declarations = Declarations({p: data for p, (data, _) in planted.files.items()}, self._pristine_bytes,
+                                         self.spec.runner, self.pristine_paths())
         return planted.files
 
-    def _tree_truth(self, res: ExecResult) -> TreeTruth:
+    def _record_dropped(self, model: ModelPatch) -> None:
+        """What was taken out of the patch before it was applied: flags, never a verdict."""
+        details, flags = self.result.integrity_details, self.result.integrity_flags
+        stubs, links = model.dropped_of("binary_stub"), model.dropped_of("symlink")
+        if stubs:
+            flags.append("patch_binary_stub_dropped")
+            details["binary_stubs_dropped"] = [{"path": d.path, "line": d.detail} for d in stubs[:100]]
+        if links:
+            flags.append("patch_symlink_dropped")
+            details["symlinks_dropped"] = [{"path": d.path, "target": d.detail} for d in links[:100]]
+
+    def _tree_truth(self, res: ExecResult, nothing_to_apply: bool = False) -> TreeTruth:
         if res.truncated:
             raise PatchRejected(f"the patched tree's report is over {self.config.tree_report_limit} bytes")
         if res.killed and not res.timed_out:
@@ -257,12 +285,19 @@ class Evaluator:
         if self.prediction.is_empty:
             self.result.patch_successfully_applied = False
             return tree
+        if nothing_to_apply:   # every section carried nothing (harness.patches.prepare_model_patch)
+            self.result.patch_successfully_applied = True
+            self.result.apply_strategy = "nothing_left"
+            return tree
         if tree.applied is None:
             tails = [f"{c.get('phase')}: {str(c.get('output_tail'))[-600:]}" for c in tree.commands
                      if str(c.get("phase", "")).startswith("apply:")]
             raise PatchApplyFailed("no strategy applied the model patch:\n" + "\n".join(tails))
         self.result.patch_successfully_applied = True
         self.result.apply_strategy = tree.applied
+        if tree.already_present:
+            self.result.integrity_flags.append("patch_hunks_already_present")
+            self.result.integrity_details["hunks_already_present"] = tree.already_present[:100]
         return tree
 
     def _decide(self, tree: TreeTruth, model_files: PatchFiles, test_patch: PatchFiles,
@@ -291,7 +326,7 @@ class Evaluator:
             details["uninspectable"] = refused.details()
             raise PatchRejected(refused.message())
         plan = make_plan(tree, test_patch.all, test_files, self.pristine_paths(), self.protected_modules,
-                         self.config.restore_test_infra, self.runner.infra_patterns)
+                         self.config.restore_test_infra, self.runner.infra_patterns, self._pristine_bytes)
         for flag, paths in (("patch_touched_tests", plan.touched_tests), ("patch_touched_test_infra",
                                                                            plan.touched_infra),
                             ("patch_shadows_module", plan.shadows)):
@@ -301,6 +336,10 @@ class Evaluator:
         details["model_files"] = plan.model_files[:500]
         details["forbid_runner_internals"] = self.config.forbid_runner_internals
         return plan
+
+    def _pristine_bytes(self, path: str) -> bytes | None:
+        found = self.pristine(path)
+        return found[0] if found is not None else None
 
     def _scan(self, tree: TreeTruth, plan: Plan) -> None:
         found = scan_changes(tree.existing_changed, set(plan.model_files), self.pristine, self.runner.internals)
@@ -346,7 +385,7 @@ class Evaluator:
         result = rebuild.after_build(out, tree, plan, spec, self.config.tree_report_limit, self.config.max_tree_changes,
                                      lambda after: make_plan(after, test_patch.all, test_files, self.pristine_paths(),
                                                              self.protected_modules, self.config.restore_test_infra,
-                                                             self.runner.infra_patterns))
+                                                             self.runner.infra_patterns, self._pristine_bytes))
         for step in result.commands:
             self._record(str(step.get("phase")), [], step)
         self._phase("rebuild", t)
@@ -402,7 +441,8 @@ class Evaluator:
                          reference=self.is_reference, perturbations=tuple(self.perturbations),
                          model_files=frozenset(plan.model_files), runner_project=self.spec.runner_internals_allowed,
                          plugin_expected=expected, control_skipped=self.control_skipped, evidence=evidence,
-                         cpu=sandbox_cpu(self.result))
+                         cpu=sandbox_cpu(self.result), declarations=self.declarations,
+                         reference_undeclared=self.reference_undeclared)
         judged = judge_run(self.instance, self.spec.parser, self.outputs.test_output, self.outputs.junit_xml,
                            self.result.test_exit_code, ctx, convention=self.spec.id_convention)
         if judged.infrastructure:
@@ -410,12 +450,15 @@ class Evaluator:
         apply_judgement(self.result, judged)
         refuse_runner_reach(self.result, self.instance.tests, self.config.forbid_runner_internals)
 
-    def reprove(self, proof: dict[str, str], source: dict) -> None:
+    def reprove(self, proof: dict[str, str], source: dict, reference_undeclared: dict[str, str] | None = None) -> None:
         """Judge the finished run again, its canaries proven by a run of the reference patch
-        that planted the same ones (``source`` says which, recorded as ``canary_control``)."""
+        that planted the same ones (``source`` says which, recorded as ``canary_control``),
+        and with the undeclared outcomes that run showed (None: it showed nothing usable)."""
         if self._judged_with is None:
             return
         evidence, test_files, plan, before = self._judged_with
+        if reference_undeclared is not None:
+            self.reference_undeclared = dict(reference_undeclared)
         self.canary_proof = dict(proof)
         self.result.integrity_details["canary_proof"] = dict(proof)
         self.result.integrity_details["canary_control"] = source

@@ -134,7 +134,8 @@ class TaskEvaluator:
                 with attempt:
                     evaluator = Evaluator(instance, candidate, prepared.spec, pristine_repo.read,
                                           self._eval_config(prepared.spec), prepared.protected_modules,
-                                          pristine_repo.paths, control_skipped, plan)
+                                          pristine_repo.paths, control_skipped, plan,
+                                          reference_undeclared=(facts or {}).get("undeclared"))
                     evaluation = evaluator.run(lambda: self.backend.start(
                         prepared.image.tag, instance.instance_id, hosts=prepared.spec.service_hosts,
                         net_admin=prepared.spec.needs_net_admin, task=request.token, cpus=prepared.spec.cpus))

@@ -39,10 +39,11 @@ Evaluate = Callable[[Prediction, CanaryPlan], "tuple[Evaluator, Evaluation]"]
 
 
 def prove_canaries(evaluator: Evaluator, evaluate: Evaluate, instance: Instance, plan: CanaryPlan, log) -> None:
-    """A canary with no proof accused the run (harness/integrity/canaries/judge.py): run the
-    instance's reference patch once with the same canaries and judge the run again with
-    what that proved. A proof that cannot be had (the engine failed) leaves the run
-    INVALID ``canary_unproven``."""
+    """A canary with no proof, or a graded test's outcome its pristine source does not
+    declare with no reference run known, accused the run (harness/integrity/canaries/judge.py,
+    harness/integrity/judge.py): run the instance's reference patch once with the same
+    canaries and judge the run again with what that proved and showed. A proof that cannot
+    be had (the engine failed) leaves the run INVALID ``canary_unproven``."""
     started = time.monotonic()
     reference = Prediction(instance.instance_id, "reference patch (canary proof)", instance.patch)
     try:
@@ -53,10 +54,15 @@ def prove_canaries(evaluator: Evaluator, evaluate: Evaluate, instance: Instance,
     proven = proof_from(proved.result.integrity_details.get("canaries") or [])
     proof = {c.test_id: proven[c.test_id]["standing"] for c in evaluator.canaries
              if (proven.get(c.test_id) or {}).get("mutation") == c.mutation}
+    # what the reference showed undeclared settles the run's own undeclared outcomes (a
+    # reference run that did not finish cleanly shows nothing either way)
+    shown = proved.result.integrity_details.get("outcome_undeclared") or {}
+    undeclared = {str(k): str(v) for k, v in shown.items()} if (
+        proved.result.error_reason is None and isinstance(shown, dict)) else None
     evaluator.reprove(proof, {"run_dir": None, "on_demand": True, "planted": len(evaluator.canaries),
                               "matched": len(proof), "reference_status": proved.result.status.value,
                               "reference_error_reason": proved.result.error_reason.value
-                              if proved.result.error_reason else None})
+                              if proved.result.error_reason else None}, undeclared)
     evaluator.result.timings["canary_proof"] = round(time.monotonic() - started, 4)
 
 

@@ -22,6 +22,7 @@ from harness.grading.status import InstanceStatus
 from harness.grading.verdict import final_verdict
 from harness.inputs.instances import parse_instance
 from harness.integrity.canaries import Canary
+from harness.integrity.declared import RecordedDeclarations
 from harness.integrity.evidence import parse_evidence
 from harness.integrity.judge import RunContext, apply_judgement, judge_run, refuse_runner_reach
 from harness.integrity.perturbed import apply_perturbed
@@ -30,6 +31,10 @@ from harness.paths import SUMMARY, InstanceFiles, RunPaths
 from harness.results.control import recorded_facts
 from harness.results.report import InstanceResult, summarise
 from harness.runners import get_runner
+
+
+def _recorded_declarations(declared) -> RecordedDeclarations | None:
+    return RecordedDeclarations(declared) if isinstance(declared, dict) else None
 
 
 def regrade_run(run_dir: Path) -> dict:
@@ -50,8 +55,9 @@ def regrade_run(run_dir: Path) -> dict:
         result = InstanceResult.from_report(json.loads(report_path.read_text()))
         before = (result.status, result.error_reason)
         if _reached_tests(result) and files.instance_record.exists():
+            # a derivation's runs graded records without lists (harness/run/derive.py)
             instance = parse_instance(json.loads(files.instance_record.read_text()),
-                                      source=str(files.instance_record))
+                                      source=str(files.instance_record), lists_required=False)
             recorded = result.integrity_details.get("canaries") or []
             canaries = tuple(Canary.from_dict(c) for c in recorded if isinstance(c, dict) and c.get("test_id"))
             runner = result.runner or "pytest"
@@ -72,6 +78,11 @@ def regrade_run(run_dir: Path) -> dict:
             if not isinstance(expected, bool):
                 expected = runner == "pytest" and parser.startswith("pytest") or get_runner(runner).reporter
             proof = result.integrity_details.get("canary_proof")
+            # what the run read of the pristine tests and what the reference showed (issue 36)
+            declared = result.integrity_details.get("declared")
+            shown = result.integrity_details.get("outcome_reference")
+            reference_undeclared = ({str(k): str(v) for k, v in shown.items()} if isinstance(shown, dict)
+                                    else (control or {}).get("undeclared"))
             patch = files.patch
             reference = patch.exists() and patch.read_text(encoding="utf-8", errors="surrogateescape") == instance.patch
             ctx = RunContext(test_files=tuple(test_files), canaries=canaries, reference=reference,
@@ -81,7 +92,8 @@ def regrade_run(run_dir: Path) -> dict:
                              runner_project=not forbid, plugin_expected=expected and evidence is not None,
                              control_skipped=frozenset((control or {}).get("skipped") or ()),
                              evidence=parse_evidence(evidence, read(files.events)) if evidence else None,
-                             cpu=sandbox_cpu(result))
+                             cpu=sandbox_cpu(result), declarations=_recorded_declarations(declared),
+                             reference_undeclared=reference_undeclared)
             apply_judgement(result, judge_run(instance, parser, output, read(files.results_xml),
                                               result.test_exit_code, ctx,
                                               convention=result.id_convention or "pytest"))
@@ -96,7 +108,7 @@ def regrade_run(run_dir: Path) -> dict:
             changed.append(result.instance_id)
         results.append(result)
     input_errors = old.get("input_errors", {})
-    total = {*(r.instance_id for r in results), *input_errors, *old.get("no_prediction_ids", []),
+    total = {*(r.instance_id for r in results), *old.get("no_prediction_ids", []),
              *old.get("resolved_ids", []), *old.get("unresolved_ids", []), *old.get("error_ids", [])}
     summary = summarise(old.get("run_id", run_dir.name), old.get("model_name_or_path", ""),
                         sorted(total), results, input_errors,

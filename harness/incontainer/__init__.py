@@ -11,6 +11,7 @@ can neither change nor shadow them (``/harness`` is a root-owned tmpfs)::
         launcher.py                    build step (root: the rebuild, as the test user) and test step
                                        (root): delete, seal, services, tests
         sealing.py                     the seal, bytecode purge and survey (imported by launcher.py)
+        processes.py                   commands as the test/service user, the services (imported by launcher.py)
         evidence_channel.py            the launcher's half of the evidence channel: activation
                                        file, collecting socket (root)
     /harness/trusted/py/               PY_DIR        root, 0755; never on anyone's sys.path
@@ -63,7 +64,7 @@ ACTIVATION = "/harness/activation.json"
 FILE_MODE = 0o444
 DIR_MODE = 0o755
 #: The scripts the launcher and the set-up step run, also installed at the top of TRUSTED_DIR.
-SCRIPTS = ("prepare.py", "launcher.py", "sealing.py", "evidence_channel.py")
+SCRIPTS = ("prepare.py", "launcher.py", "sealing.py", "processes.py", "evidence_channel.py")
 #: The hook's file name: sorts before every other ``.pth`` file of a site-packages directory
 #: (digits before ``_`` and letters), so it runs before any ``.pth`` an install added.
 SITE_HOOK_NAME = "00-harness-bootstrap.pth"

@@ -326,6 +326,7 @@ def start(options, harness_modules=()):
     _STATE["lock"] = _thread.RLock()
     _STATE["testbed"] = str(options.get("testbed") or "/testbed").rstrip("/") + "/"
     _STATE["results"] = options.get("results")
+    _STATE["pristine"] = options.get("pristine")
     _STATE["path"] = options.get("socket")
     _STATE["pid"] = os.getpid()
     try:

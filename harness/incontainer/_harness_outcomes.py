@@ -17,6 +17,9 @@ through the evidence channel (``_harness_monitor.emit``) it records:
   one of them is code the model changed), and whether the test carries an ``xfail`` marker;
 * ``session``: the exit status, and at ``unconfigure`` (after the JUnit writer ran) the
   sha256 of the results file, so a file rewritten later (``atexit``) is detected;
+* ``plugin_refused``: an entry point of pytest's plugin group (``pytest11``) that plugin
+  autoloading found but the environment did not have when it was built (see
+  :func:`guard_autoload`): it is not loaded;
 * ``identity`` (``_harness_identity``): the outcome-deciding bindings of pytest, pluggy and
   this plugin (:data:`PYTEST_BINDINGS`), captured when pytest has made its first config and
   imported its own plugins (before any ``conftest.py`` or installed plugin runs), compared
@@ -187,6 +190,144 @@ class _Session:
         emit({"k": "results_file", "s": self.number, "sha256": digest, "pid": os.getpid()})
 
 
+# --------------------------------------------------------------------------- plugin autoloading
+
+PLUGIN_GROUP = "pytest11"
+
+
+def guard_autoload(pluginmanager):
+    """Plugin autoloading admits only the entry points the environment had when it was built.
+
+    pytest loads every ``pytest11`` entry point of every distribution on ``sys.path``; the
+    working copy is on it, and importlib.metadata and pkg_resources find a distribution's
+    metadata there under any spelling (``Evil.EGG-INFO``). The built environment is what
+    the test user cannot write: ``sys.path``'s directories outside the working copy that
+    this user cannot write (site-packages; not the user site, not ``/tmp``), and the
+    pristine tree (``_STATE["pristine"]``, root's) for the working copy's own (the
+    repository's egg-info of an editable install). While pytest's own
+    ``load_setuptools_entrypoints`` runs, the discovery it calls (importlib.metadata,
+    importlib_metadata or pkg_resources, whichever its pluggy uses) yields only entry points
+    whose name and value the built environment has; each other is named in a
+    ``plugin_refused`` record and not loaded."""
+    original = pluginmanager.load_setuptools_entrypoints
+
+    def load_setuptools_entrypoints(group, *args, **kwargs):   # pluggy before 0.6 takes no name
+        if group != PLUGIN_GROUP:
+            return original(group, *args, **kwargs)
+        code = getattr(getattr(original, "__func__", original), "__code__", None)
+        if code is not None and "pkg_resources" in code.co_names:
+            import pkg_resources  # noqa: F401  (pluggy before 0.12 imports it inside the call: filter it first)
+        allowed = _built_entry_points(group)
+        restore = _filter_discovery(group, allowed)
+        try:
+            return original(group, *args, **kwargs)
+        finally:
+            for module, attribute, value in restore:
+                setattr(module, attribute, value)
+    pluginmanager.load_setuptools_entrypoints = load_setuptools_entrypoints
+
+
+def _ep_key(name, value):
+    return str(name).strip(), str(value).split("[")[0].replace(" ", "")
+
+
+def _pkg_ep_value(ep):
+    return ep.module_name + (":" + ".".join(ep.attrs) if getattr(ep, "attrs", None) else "")
+
+
+def _built_paths():
+    testbed = _STATE.get("testbed") or "/testbed/"
+    pristine = _STATE.get("pristine")
+    paths = []
+    for entry in sys.path:
+        path = os.path.abspath(entry or os.curdir)
+        if (path + "/").startswith(testbed):
+            if pristine:
+                paths.append(pristine.rstrip("/") + "/" + (path + "/")[len(testbed):].rstrip("/"))
+        elif os.path.isdir(path) and not os.access(path, os.W_OK):
+            paths.append(path)
+    return [p.rstrip("/") or "/" for p in paths]
+
+
+def _built_entry_points(group):
+    """(name, value) of every ``group`` entry point the built environment holds."""
+    paths, found = _built_paths(), set()
+    try:
+        import importlib.metadata as metadata
+    except ImportError:
+        metadata = sys.modules.get("importlib_metadata")
+    if metadata is not None:
+        for dist in metadata.distributions(path=paths):
+            for ep in dist.entry_points:
+                if ep.group == group:
+                    found.add(_ep_key(ep.name, ep.value))
+    resources = sys.modules.get("pkg_resources")
+    if resources is None and metadata is None:
+        try:
+            import pkg_resources as resources
+        except Exception:
+            resources = None
+    if resources is not None:
+        for path in paths:
+            for dist in resources.find_distributions(path):
+                for ep in dist.get_entry_map(group).values():
+                    found.add(_ep_key(ep.name, _pkg_ep_value(ep)))
+    return found
+
+
+class _BuiltOnly:
+    """A distribution whose ``entry_points`` of the guarded group are only the built ones."""
+
+    def __init__(self, dist, group, allowed):
+        self._dist, self._group, self._allowed = dist, group, allowed
+
+    def __getattr__(self, attribute):
+        return getattr(self._dist, attribute)
+
+    @property
+    def entry_points(self):
+        kept = []
+        for ep in self._dist.entry_points:
+            if ep.group == self._group and _ep_key(ep.name, ep.value) not in self._allowed:
+                _refused(ep.name, ep.value, getattr(self._dist, "_path", None))
+                continue
+            kept.append(ep)
+        return kept
+
+
+def _refused(name, value, where):
+    emit({"k": "plugin_refused", "group": PLUGIN_GROUP, "name": str(name)[:200], "value": str(value)[:300],
+          "where": str(where)[:300]})
+
+
+def _filter_discovery(group, allowed):
+    """Swap the discovery functions pluggy calls for filtered ones; returns what to put back."""
+    restore = []
+    for module_name in ("importlib.metadata", "importlib_metadata"):
+        module = sys.modules.get(module_name)
+        distributions = getattr(module, "distributions", None)
+        if distributions is None:
+            continue
+
+        def filtered(*args, _distributions=distributions, **kwargs):
+            for dist in _distributions(*args, **kwargs):
+                yield _BuiltOnly(dist, group, allowed)
+        restore.append((module, "distributions", distributions))
+        module.distributions = filtered
+    resources = sys.modules.get("pkg_resources")
+    iterate = getattr(resources, "iter_entry_points", None)
+    if iterate is not None:
+        def iter_entry_points(group_name, name=None, _iterate=iterate):
+            for ep in _iterate(group_name, name):
+                if group_name == group and _ep_key(ep.name, _pkg_ep_value(ep)) not in allowed:
+                    _refused(ep.name, _pkg_ep_value(ep), getattr(getattr(ep, "dist", None), "location", None))
+                    continue
+                yield ep
+        restore.append((resources, "iter_entry_points", iterate))
+        resources.iter_entry_points = iter_entry_points
+    return restore
+
+
 def _register_in(config_module):
     """Every config pytest makes registers this module (as pytest's own default plugins are)."""
     original = getattr(config_module, "get_config", None)
@@ -197,6 +338,10 @@ def _register_in(config_module):
         config = original(*args, **kwargs)
         try:   # pytest's own plugins are imported by now; no conftest.py, no installed plugin yet
             _capture_pytest()
+        except Exception:
+            pass
+        try:   # before pytest's _preparse autoloads the installed plugins
+            guard_autoload(config.pluginmanager)
         except Exception:
             pass
         try:

@@ -32,7 +32,10 @@ object in hand (an instance attribute shadowing an outcome method, or a reporter
 was swapped, counts) and once more before the results file is written (``final``).
 
 A test module that fails to import is written as a testcase with an ``error`` of type
-``collection``. Only the process that started writes the file (a forked child does not).
+``collection``; a class whose ``setUpClass`` (or a module whose ``setUpModule``) raised
+``SkipTest`` has each of its tests written as skipped, with the skip's origin, never as a
+collection failure. A sympy test that passed as an expected failure (``XPass``) is written
+passed, and its ``raised`` record says ``xpass``. Only the process that started writes the file (a forked child does not).
 Standard library only; runs on the environment's Python (3.6 or newer).
 """
 
@@ -225,6 +228,12 @@ def install_unittest():
             label = _label(result, test)
         message = _exc_message(args[0]) if args and isinstance(args[0], tuple) else (
             _clean(args[0]) if args else "")
+        if type(test).__name__ == "_ErrorHolder" and status == "skipped" and fixture["of"] is not None:
+            # a setUpClass/setUpModule that raised SkipTest skips its tests: each is recorded
+            # as skipped when the suite passes it by (_handleClassSetUp/_handleModuleFixture)
+            exc_type, _, tb = sys.exc_info()
+            fixture_skips[fixture["of"]] = (message, exc_type, tb)
+            return
         found = ident(test)
         if found is None or type(test).__name__ == "_ErrorHolder":
             # an import failure (_FailedTest) or a setUpClass/setUpModule error (_ErrorHolder)
@@ -250,6 +259,58 @@ def install_unittest():
             return describe(test) if describe else str(test)
         except Exception:
             return None
+
+    # A class whose setUpClass (or a module whose setUpModule) raised SkipTest: unittest
+    # reports one skip for an _ErrorHolder and then passes each of its tests by without a
+    # word; each is a skipped test (never a collection failure: a skip is a skip).
+    import unittest.suite
+    suite_cls = unittest.suite.TestSuite
+    fixture = {"of": None}
+    fixture_skips = {}     # class or ("module", name) -> (message, exception type, traceback)
+    skipped_by_fixture = set()
+
+    def skip_passed_by(result, test, owner):
+        if owner not in fixture_skips or id(test) in skipped_by_fixture:
+            return
+        found = ident(test)
+        if found is None:
+            return
+        skipped_by_fixture.add(id(test))
+        message, exc_type, tb = fixture_skips[owner]
+        file, cls, name = found
+        record(file, cls, name, "skipped", message, _label(result, test), 0.0)
+        if exc_type is not None:
+            raised("::".join(p for p in (file, cls, name) if p), "skipped", exc_type, tb)
+
+    original_class_setup = getattr(suite_cls, "_handleClassSetUp", None)
+    original_module_fixture = getattr(suite_cls, "_handleModuleFixture", None)
+    if original_class_setup is not None and original_module_fixture is not None:
+        def handle_class_setup(self, test, result):
+            fixture["of"] = test.__class__
+            try:
+                return original_class_setup(self, test, result)
+            finally:
+                fixture["of"] = None
+                try:
+                    if getattr(test.__class__, "_classSetupFailed", False):
+                        skip_passed_by(result, test, test.__class__)
+                except Exception:
+                    pass
+
+        def handle_module_fixture(self, test, result):
+            owner = ("module", test.__class__.__module__)
+            fixture["of"] = owner
+            try:
+                return original_module_fixture(self, test, result)
+            finally:
+                fixture["of"] = None
+                try:
+                    if getattr(result, "_moduleSetUpFailed", False):
+                        skip_passed_by(result, test, owner)
+                except Exception:
+                    pass
+        suite_cls._handleClassSetUp = handle_class_setup
+        suite_cls._handleModuleFixture = handle_module_fixture
 
     original_start = base.startTest
 
@@ -290,6 +351,7 @@ def install_unittest():
         ("unittest.runner.TextTestResult", getattr(unittest.runner, "TextTestResult", None), None),
         ("unittest.case.TestCase", case.TestCase, None),
         ("unittest.case._Outcome", outcome_cls, None),
+        ("unittest.suite.TestSuite", suite_cls, None),
         ("unittest.case", case, ("SkipTest", "_Outcome", "_ShouldStop", "_UnexpectedSuccess", "expectedFailure",
                                  "skip", "skipIf", "skipUnless", "_addSkip")),
         ("unittest.result", unittest.result, ("TestResult", "failfast")),
@@ -334,11 +396,13 @@ def _patch_sympy(module):
                     else:
                         record(current["file"], "", current["test"], status, message, None,
                                time.time() - current["start"])
-                        if status in ("skipped", "xfail"):
-                            # SymPyTests.test_file reports a Skipped/XFail from its except clause
+                        if status in ("skipped", "xfail") or method_name == "test_xpass":
+                            # SymPyTests.test_file reports a Skipped/XFail/XPass from its except
+                            # clause; an xpass is recorded passed, and said to be one here
                             exc_type, _, tb = sys.exc_info()
                             if exc_type is not None:
-                                raised("%s::%s" % (current["file"], current["test"]), status, exc_type, tb,
+                                raised("%s::%s" % (current["file"], current["test"]),
+                                       "xpass" if method_name == "test_xpass" else status, exc_type, tb,
                                        marker=status == "xfail")
                         current["test"] = None
             except Exception:

@@ -59,31 +59,17 @@ import json
 import os
 import shutil
 import signal
-import socket
 import stat
 import subprocess
 import sys
-import tempfile
 import time
 
 # the trusted directory (root-owned, read-only): -I leaves it off sys.path
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import evidence_channel  # noqa: E402
-from sealing import (fingerprint, inside, listings, purge_bytecode, remove, seal, survey,  # noqa: E402
-                     sysctl)
-
-TAIL = 4000
-DROP = ["/usr/bin/setpriv", "--reuid={uid}", "--regid={gid}", "--clear-groups", "--bounding-set=-all",
-        "--inh-caps=-all", "--ambient-caps=-all", "--"]
-
-
-def as_user(uid, gid, argv):
-    return [part.format(uid=uid, gid=gid) for part in DROP] + list(argv)
-
-
-def env_argv(env, argv):
-    return ["/usr/bin/env", "-i"] + ["{}={}".format(k, v) for k, v in sorted(env.items())] + list(argv)
-
+from processes import as_user, captured, env_argv, run_group, start_services  # noqa: E402
+from sealing import (fingerprint, inside, listings, purge_bytecode, remove, remove_tree, seal,  # noqa: E402
+                     survey, sysctl)
 
 def restore(testbed, pristine, paths, record):
     """Put paths back as the pristine tree has them (or remove them when it has none)."""
@@ -130,140 +116,6 @@ def kill_user(uid):
         time.sleep(0.02)
 
 
-def run_group(argv, cwd, env, timeout, stdout, stderr):
-    """Run argv in its own session; kill the whole group at the deadline."""
-    started = time.monotonic()
-    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL,
-                            start_new_session=True)
-    timed_out = False
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        for sig, grace in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
-            try:
-                os.killpg(proc.pid, sig)
-            except OSError:
-                pass
-            try:
-                proc.wait(timeout=grace)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-    return {"exit_code": None if timed_out else proc.returncode, "timed_out": timed_out,
-            "duration": round(time.monotonic() - started, 4)}
-
-
-def captured(argv, cwd, env, timeout):
-    # an unnamed file (O_EXCL, random name): the test user can write /tmp, and a link planted
-    # at a predictable path there would make root write wherever it points
-    with tempfile.TemporaryFile() as out:
-        result = run_group(argv, cwd, env, timeout, out, subprocess.STDOUT)
-        out.seek(0, 2)
-        out.seek(max(0, out.tell() - TAIL))
-        result["output_tail"] = out.read().decode("utf-8", "replace")
-    return result
-
-
-# --------------------------------------------------------------------------- services
-#: what the services' interpreters must not read from a directory the test user can write
-SERVICE_ENV = {"PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1"}
-
-
-def service_home(plan, name, user):
-    """A service's working directory and HOME: ``<service_dir>/<name>``, owned by the service
-    user, inside a root-owned directory on /harness (the test user can write /tmp and the
-    working copy: a service started there would import what the tests leave, as ``python -c``
-    and gunicorn put the working directory on ``sys.path``, and ``site`` reads HOME's user
-    site-packages)."""
-    top = plan["service_dir"]
-    if not os.path.isdir(top):
-        os.mkdir(top, 0o755)
-    os.chown(top, 0, 0)
-    os.chmod(top, 0o755)
-    home = os.path.join(top, name)
-    os.mkdir(home, 0o700)
-    os.chown(home, user[0], user[1])
-    return home
-
-
-def writable_by_others(path, allowed_uids):
-    """The first component of ``path`` (or of its nearest existing ancestor) that a user
-    other than root and ``allowed_uids`` could write or replace, or None."""
-    path = os.path.abspath(path)
-    while not os.path.lexists(path):
-        path = os.path.dirname(path)
-    while True:
-        st = os.lstat(path)
-        if st.st_uid not in (0,) + tuple(allowed_uids) or st.st_mode & 0o022:
-            return path
-        if path == "/":
-            return None
-        path = os.path.dirname(path)
-
-
-def service_env(svc, home, user):
-    """The service's environment: the spec's, with HOME at its own directory, no user
-    site-packages, and refused when a PYTHONPATH entry is writable by anyone else."""
-    env = dict(svc["env"], HOME=home, **SERVICE_ENV)
-    for entry in env.get("PYTHONPATH", "").split(":"):
-        if entry and writable_by_others(entry, (user[0],)):
-            raise ValueError("PYTHONPATH entry {} is writable by other users ({})".format(
-                entry, writable_by_others(entry, (user[0],))))
-    return env
-
-
-def start_services(plan, record):
-    """Set up and start each service; False (with the reason recorded) if one fails. Set-up
-    steps run as root with a root-owned HOME; each service as the service user, from
-    :func:`service_home`."""
-    user = plan["service_user"]
-    for svc in plan.get("services", []):
-        try:
-            home = service_home(plan, svc["name"], user)
-            env = service_env(svc, home, user)
-        except (OSError, ValueError) as exc:
-            record["service_failure"] = "service {}: {}".format(svc["name"], exc)
-            return False
-        setup_env = dict(plan["base_env"], HOME=plan["service_dir"], **SERVICE_ENV)
-        for step in svc.get("setup", []):
-            res = captured(env_argv(setup_env, ["/bin/bash", "-c", step]), "/", None, plan["setup_timeout"])
-            res.update(phase="service_setup", argv=["/bin/bash", "-c", step])
-            record["commands"].append(res)
-            if res["exit_code"] != 0:
-                record["service_failure"] = "service {}: set-up {!r} failed: {}".format(
-                    svc["name"], step, res["output_tail"][-800:])
-                return False
-        log = os.path.join(home, "service.log")
-        with open(log, "wb") as out:
-            os.chown(log, user[0], user[1])
-            subprocess.Popen(as_user(user[0], user[1], env_argv(env, ["/bin/bash", "-c", svc["command"]])),
-                             cwd=home, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                             start_new_session=True)
-        record["commands"].append({"phase": "service_start", "argv": ["/bin/bash", "-c", svc["command"]],
-                                   "exit_code": None, "duration": 0.0, "cwd": home})
-        started = time.monotonic()
-        deadline = started + svc.get("ready_timeout", 60)
-        for address in svc.get("ready", []):
-            host, port = address.rsplit(":", 1)
-            while True:
-                try:
-                    socket.create_connection((host, int(port)), timeout=1).close()
-                    break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        with open(log, "rb") as handle:
-                            tail = handle.read()[-3000:].decode("utf-8", "replace")
-                        record["service_failure"] = "service {} did not come up: {} not accepting\n{}".format(
-                            svc["name"], address, tail)
-                        return False
-                    time.sleep(0.1)
-        if svc.get("ready"):
-            record["commands"].append({"phase": "service_ready", "argv": ["connect"] + svc["ready"], "exit_code": 0,
-                                       "duration": round(time.monotonic() - started, 4)})
-    return True
-
-
 # --------------------------------------------------------------------------- the build step
 def monitored(boot, out_path, uid, gid, limit):
     """The evidence channel switched on around one command: a collector writing to
@@ -284,7 +136,8 @@ class _Monitored:
             self.collector.start()
             evidence_channel.activate(self.boot["activation"], {
                 "uid": self.uid, "socket": self.boot["socket"], "testbed": self.boot.get("testbed"),
-                "results": self.boot.get("results"), "monitor": bool(self.boot.get("monitor"))})
+                "pristine": self.boot.get("pristine"), "results": self.boot.get("results"),
+                "monitor": bool(self.boot.get("monitor"))})
         return self
 
     def __exit__(self, *exc):
@@ -388,12 +241,14 @@ def copy_results(plan, record):
     record["results"] = info
 
 
-def run_tests(tests, testbed, out_dir, uid, gid, events_limit, record):
+def run_tests(tests, testbed, out_dir, uid, gid, events_limit, record, pristine=None):
     """Step 5: the test command as the test user with the bootstrap active, then every
-    process of the test user killed; ``record["tests"]`` and ``record["channel"]``."""
+    process of the test user killed; ``record["tests"]`` and ``record["channel"]``. The
+    bootstrap is told the pristine tree (the built environment's metadata for plugin
+    autoloading, ``_harness_outcomes.guard_autoload``)."""
     boot = tests.get("bootstrap")
     if boot:
-        boot = dict(boot, testbed=testbed)
+        boot = dict(boot, testbed=testbed, pristine=pristine)
     sys.stdout.flush()
     with monitored(boot, os.path.join(out_dir, "events.jsonl"), uid, gid, events_limit) as window:
         res = run_group(as_user(uid, gid, env_argv(tests["env"], tests["argv"])), testbed, None, tests["timeout"],
@@ -480,25 +335,46 @@ def main():
         tests = plan["tests"]
         os.mkdir(tests["run_dir"], 0o700)
         os.chown(tests["run_dir"], uid, gid)
-        run_tests(tests, testbed, out_dir, uid, gid, plan.get("events_limit", 16 << 20), record)
+        run_tests(tests, testbed, out_dir, uid, gid, plan.get("events_limit", 16 << 20), record, plan.get("pristine"))
         # the test user may have filled /harness (a tmpfs): the evidence is capped as it is
         # collected; copy the results out of the test user's directory and remove it, so
         # evidence.json fits
+        # what is known now is written before anything reads what the tests left: should a
+        # check below be brought down, the host has this record (``complete`` false), which
+        # it charges to the model rather than to itself
+        write_evidence(out_dir, dict(record, complete=False))
         try:
             copy_results(plan, record)
         except OSError as exc:
             record["results"] = {"present": False, "error": "copy failed: {}".format(exc)}
-        shutil.rmtree(tests["run_dir"], ignore_errors=True)
-        os.mkdir(tests["run_dir"], 0o700)   # empty again (a later run of the command may write there)
-        os.chown(tests["run_dir"], uid, gid)
+        try:
+            remove_tree(tests["run_dir"])
+        except OSError as exc:
+            record.setdefault("post_run_errors", []).append("removing the results directory: {}".format(exc))
+        if not os.path.lexists(tests["run_dir"]):
+            os.mkdir(tests["run_dir"], 0o700)   # empty again (a later run of the command may write there)
+            os.chown(tests["run_dir"], uid, gid)
 
     started = time.monotonic()
-    after = {p: fingerprint(p, p in hashed) for p in sealed}
-    record["seal_changed"] = sorted(os.path.relpath(p, testbed) for p in sealed if after.get(p) != before.get(p))[:200]
-    record["created"] = survey(testbed, sealed_dirs, listed, sealed, plan["seal"].get("watch", {}))
+    try:
+        after = {p: fingerprint(p, p in hashed) for p in sealed}
+        record["seal_changed"] = sorted(os.path.relpath(p, testbed) for p in sealed
+                                        if after.get(p) != before.get(p))[:200]
+        record["created"] = survey(testbed, sealed_dirs, listed, sealed, plan["seal"].get("watch", {}))
+    except Exception as exc:   # what the tests left stopped a check: said, never a crash
+        record.setdefault("post_run_errors", []).append("the checks after the tests: {}: {}".format(
+            type(exc).__name__, str(exc)[:500]))
     record["check_seconds"] = round(time.monotonic() - started, 4)
-    with open(os.path.join(out_dir, "evidence.json"), "w") as out:
+    record["complete"] = not record.get("post_run_errors")
+    write_evidence(out_dir, record)
+
+
+def write_evidence(out_dir, record):
+    """``evidence.json``, replaced whole (a reader never sees half of one)."""
+    tmp = os.path.join(out_dir, "evidence.json.tmp")
+    with open(tmp, "w") as out:
         json.dump(record, out)
+    os.replace(tmp, os.path.join(out_dir, "evidence.json"))
 
 
 if __name__ == "__main__":

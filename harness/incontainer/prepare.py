@@ -7,7 +7,12 @@ the model can run (trusted: installed root-owned under /harness/trusted by the h
 2. count the commits the working copy's repository can reach (the history check);
 3. fingerprint ``.git``; apply the model patch with each strategy in turn (resetting in
    between), ``--3way`` with a throw-away index and object directory so that ``.git``
-   is never written; fingerprint ``.git`` again;
+   is never written; when none applies and the request carries the patch's hunks
+   (``fallback``), the **already-present fallback**: each hunk alone (with its file's
+   header) is checked against the pristine tree, and one that does not apply but whose
+   reverse does (its post-image is what the tree already holds: an environment's own edit
+   that the submission carries too) is left out and reported (``already_present``); the
+   rest goes through the same strategies again. Fingerprint ``.git`` again;
 4. compare the working copy with the pristine tree (the *tree truth*): every created,
    modified, deleted, type- or mode-changed path, ignored and untracked files included,
    symlinks as symlinks; the contents of every file the patch added or modified, whatever
@@ -78,21 +83,47 @@ def kind_of(mode):
     return "other"
 
 
+#: deepest level walked (a build of the model may leave a tree deeper than PATH_MAX); a
+#: tree deeper than this is reported as too many changes (the patch is refused, its doing)
+MAX_DEPTH = 400
+
+
+class TooDeep(Exception):
+    pass
+
+
 def walk(root, skip_git):
-    """path (relative, POSIX) -> lstat result, for every entry under root."""
+    """path (relative, POSIX) -> lstat result, for every entry under root. Iterative, through
+    directory descriptors (no long path is handed to the kernel); raises TooDeep past
+    :data:`MAX_DEPTH` levels."""
     found = {}
-    stack = [""]
-    while stack:
-        rel = stack.pop()
-        base = os.path.join(root, rel) if rel else root
-        for name in _children(base):
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        top = os.open(root, flags)
+    except FileNotFoundError:
+        return found
+    frames = [(top, "", sorted(os.listdir(top), reverse=True))]
+    try:
+        while frames:
+            fd, rel, names = frames[-1]
+            if not names:
+                os.close(fd)
+                frames.pop()
+                continue
+            name = names.pop()
             child = rel + "/" + name if rel else name
             if skip_git and child == ".git":
                 continue
-            st = os.lstat(os.path.join(root, child))
+            st = os.lstat(name, dir_fd=fd)
             found[child] = st
             if stat.S_ISDIR(st.st_mode):
-                stack.append(child)
+                if len(frames) > MAX_DEPTH:
+                    raise TooDeep(child[:200])
+                sub = os.open(name, flags, dir_fd=fd)
+                frames.append((sub, child, sorted(os.listdir(sub), reverse=True)))
+    finally:
+        for frame in frames:
+            os.close(frame[0])
     return found
 
 
@@ -121,8 +152,13 @@ def count_extensions(entries):
 
 def tree_diff(testbed, pristine, request):
     """The working copy against the pristine tree, ``.git`` excluded. Returns (changes,
-    too many, how many compiled extension modules the pristine tree holds)."""
-    new, old = walk(testbed, True), walk(pristine, True)
+    too many, how many compiled extension modules the pristine tree holds); a working copy
+    too deep to walk is too many changes."""
+    old = walk(pristine, True)
+    try:
+        new = walk(testbed, True)
+    except TooDeep as deep:
+        return [{"path": str(deep), "change": "created", "kind": "dir"}], True, count_extensions(old)
     trust_metadata = not request.get("hash_all")
     changes, total = [], 0
     max_changes = request["max_changes"]
@@ -227,6 +263,66 @@ def apply_patch(request, testbed, pristine, env):
     return commands, None
 
 
+def apply_without_present(request, testbed, pristine, env):
+    """The already-present fallback (step 3). Returns (commands, the strategy that applied
+    the rest or None, the hunks left out as already present)."""
+    fallback = request.get("fallback") or {}
+    sections = fallback.get("sections")
+    if not sections:
+        return [], None, []
+    reset(testbed, pristine)
+    with open(request["patch"], "rb") as handle:
+        data = handle.read()
+    scratch = fallback["remaining"] + ".hunk"
+    started = time.monotonic()
+    present, remaining, checks = [], [], 0
+    for section in sections:
+        header = data[section["header"][0]:section["header"][1]]
+        if not section["hunks"]:
+            remaining.append(header)   # a mode change or rename alone: nothing to compare
+            continue
+        kept = []
+        for start, end in section["hunks"]:
+            hunk = data[start:end]
+            with open(scratch, "wb") as handle:
+                handle.write(header + hunk)
+            checks += 1
+            if run(["git", "apply", "--check", scratch], testbed, env, request["timeout"])["exit_code"] == 0:
+                kept.append(hunk)
+                continue
+            checks += 1
+            if run(["git", "apply", "--check", "--reverse", scratch], testbed, env,
+                   request["timeout"])["exit_code"] == 0:
+                present.append({"path": section["path"], "hunk": hunk.split(b"\n", 1)[0].decode("utf-8", "replace")})
+            else:
+                kept.append(hunk)
+        if kept:
+            remaining.append(header + b"".join(kept))
+    try:
+        os.unlink(scratch)
+    except OSError:
+        pass
+    record = {"phase": "apply:already_present", "argv": ["git", "apply", "--check", "[--reverse]", "<each hunk>"],
+              "exit_code": 0 if present else 1, "timed_out": False, "duration": round(time.monotonic() - started, 4),
+              "output_tail": "{} checks; already present: {}".format(
+                  checks, ", ".join("{} {}".format(p["path"], p["hunk"]) for p in present) or "none")[-TAIL:]}
+    if not present:
+        return [record], None, []
+    rest = b"".join(remaining)
+    if not rest.strip():
+        return [record], "nothing_left", present   # every hunk was already there
+    with open(fallback["remaining"], "wb") as handle:
+        handle.write(rest)
+    commands, applied = apply_patch(dict(request, strategies=fallback["strategies"]), testbed, pristine, env)
+    for command in commands:
+        command["phase"] += "+without_present"
+    try:
+        os.unlink(fallback["remaining"])
+    except OSError:
+        pass
+    return [record] + commands, applied, present if applied else []
+
+
 def report(request):
     """The tree truth alone (``"mode": "report"``)."""
     started = time.monotonic()
@@ -263,6 +359,9 @@ def main():
     if request.get("patch"):
         commands, applied = apply_patch(request, testbed, pristine, env)
         result["commands"].extend(commands)
+        if applied is None:
+            commands, applied, result["already_present"] = apply_without_present(request, testbed, pristine, env)
+            result["commands"].extend(commands)
         result["applied"] = applied
         try:
             os.unlink(request["patch"])  # consumed: nothing of the inputs stays readable

@@ -18,7 +18,6 @@ bytecode is impossible: every sealed directory with a Python source gets a root-
 
 import hashlib
 import os
-import shutil
 import stat
 
 def inside(testbed, rel):
@@ -37,11 +36,132 @@ def sha256_fd(fd):
         digest.update(block)
 
 
+# --------------------------------------------------------------------------- walks
+# Every walk over what code of the model (a build, the tests) may have left is iterative and
+# bounded: a tree thousands of levels deep (a RecursionError in os.walk and shutil.rmtree
+# before Python 3.12, paths past PATH_MAX everywhere) or of millions of entries must never
+# stop the trusted steps, which then say what they could not see.
+
+#: deepest level a survey or purge descends to (each level holds one open directory)
+MAX_DEPTH = 400
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+
+
+class Walk:
+    """What :func:`walk` saw: ``entries`` (relative path, lstat) and whether it stopped
+    before the end (``truncated``: the entry budget or :data:`MAX_DEPTH`), with the errors."""
+
+    def __init__(self):
+        self.entries, self.truncated, self.errors = [], False, []
+
+
+def walk(root, budget, skip=(), max_depth=MAX_DEPTH):
+    """Every entry under ``root`` (not root itself), depth first, through directory file
+    descriptors (no path longer than one name is ever handed to the kernel), at most
+    ``budget`` entries and :data:`MAX_DEPTH` levels; ``skip``: top-level names left out.
+    Never follows a symlink. At most ``max_depth`` + 1 descriptors are open at once."""
+    out = Walk()
+    try:
+        top = os.open(root, _DIR_FLAGS)
+    except OSError as exc:
+        out.errors.append("{}: {}".format(root, exc))
+        out.truncated = True
+        return out
+    frames = [[top, "", _listing(top, out, root), 0]]
+    try:
+        while frames:
+            frame = frames[-1]
+            fd, rel, names, index = frame
+            if index >= len(names):
+                os.close(fd)
+                frames.pop()
+                continue
+            frame[3] = index + 1
+            name = names[index]
+            if not rel and name in skip:
+                continue
+            if len(out.entries) >= budget:
+                out.truncated = True
+                break
+            child = rel + "/" + name if rel else name
+            try:
+                st = os.lstat(name, dir_fd=fd)
+            except OSError as exc:
+                out.errors.append("{}: {}".format(child[-300:], exc))
+                continue
+            out.entries.append((child, st))
+            if not stat.S_ISDIR(st.st_mode):
+                continue
+            if len(frames) > max_depth:
+                out.truncated = True
+                continue
+            try:
+                sub = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                out.errors.append("{}: {}".format(child[-300:], exc))
+                out.truncated = True
+                continue
+            frames.append([sub, child, _listing(sub, out, child), 0])
+    finally:
+        for frame in frames:
+            os.close(frame[0])
+    return out
+
+
+def _listing(fd, out, where):
+    try:
+        return sorted(os.listdir(fd))
+    except OSError as exc:
+        out.errors.append("{}: {}".format(str(where)[-300:], exc))
+        out.truncated = True
+        return []
+
+
 def remove(path):
+    """Remove ``path`` whatever it is; a directory however deep (:func:`remove_tree`)."""
     if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path)
+        remove_tree(path)
     elif os.path.lexists(path):
         os.unlink(path)
+
+
+def remove_tree(path):
+    """Remove a directory tree iteratively at any depth: each directory is emptied from a
+    descriptor, its subdirectories first moved up beside ``path``'s own children (a rename
+    within the file system), so nothing is ever more than two levels down. Raises OSError
+    when an entry cannot be removed."""
+    top = os.open(path, _DIR_FLAGS)
+    hoisted = 0
+    try:
+        pending = [None]
+        while pending:
+            name = pending.pop()
+            fd = top if name is None else os.open(name, _DIR_FLAGS, dir_fd=top)
+            try:
+                for child in os.listdir(fd):
+                    st = os.lstat(child, dir_fd=fd)
+                    if not stat.S_ISDIR(st.st_mode):
+                        os.unlink(child, dir_fd=fd)
+                    elif fd == top:
+                        pending.append(child)
+                    else:
+                        while True:
+                            hoisted += 1
+                            new = ".harness-removing-{}".format(hoisted)
+                            try:
+                                os.lstat(new, dir_fd=top)
+                            except FileNotFoundError:
+                                break
+                        os.rename(child, new, src_dir_fd=fd, dst_dir_fd=top)
+                        pending.append(new)
+            finally:
+                if fd != top:
+                    os.close(fd)
+            if name is not None:
+                os.rmdir(name, dir_fd=top)
+    finally:
+        os.close(top)
+    os.rmdir(path)
 
 
 # --------------------------------------------------------------------------- the seal
@@ -88,12 +208,17 @@ def fingerprint(path, digest=True):
     return entry
 
 
-def walk_tree(root):
-    out = [root]
-    for base, dirs, files in os.walk(root, followlinks=False):
-        out.extend(os.path.join(base, d) for d in dirs)
-        out.extend(os.path.join(base, f) for f in files)
-    return out
+#: most entries one sealed tree may hold (a test directory; pylint's has 2,426)
+SEAL_BUDGET = 2000000
+
+
+def walk_tree(root, errors=None):
+    """``root`` and every entry under it, as paths (a sealed tree: the pristine tree's test
+    directory, restored); what the walk could not reach goes to ``errors``."""
+    seen = walk(root, SEAL_BUDGET)
+    if errors is not None and (seen.truncated or seen.errors):
+        errors.append("{}: walk stopped early ({})".format(root, "; ".join(seen.errors[:3]) or "too large"))
+    return [root] + [os.path.join(root, rel) for rel, _ in seen.entries]
 
 
 def seal(testbed, plan, record):
@@ -127,7 +252,7 @@ def seal(testbed, plan, record):
     for rel in plan.get("trees", []):
         path = inside(testbed, rel)
         if path and is_dir(path):
-            for entry in walk_tree(path):
+            for entry in walk_tree(path, errors):
                 if own(entry):
                     sealed.append(entry)
                     if is_dir(entry) and os.path.basename(entry) != PYCACHE:
@@ -146,7 +271,7 @@ def seal(testbed, plan, record):
                 os.unlink(cache)
             if not os.path.lexists(cache):
                 os.mkdir(cache, PYCACHE_MODE)
-            sealed.extend(p for p in walk_tree(cache) if p not in sealed_set and own(p))
+            sealed.extend(p for p in walk_tree(cache, errors) if p not in sealed_set and own(p))
         except OSError as exc:
             errors.append("{}: {}".format(cache, exc))
     record["seal_errors"] = errors[:50]
@@ -160,42 +285,47 @@ def _names(directory):
         return []
 
 
+#: most entries of the working copy the bytecode purge inspects
+PURGE_BUDGET = 5000000
+
+
 def purge_bytecode(testbed, pristine, record):
     """Remove every ``__pycache__`` entry and stray ``*.pyc``/``*.pyo`` of the working copy
     that is not byte-identical to the pristine tree's: bytecode is checked against its
     source's mtime and size only (a hash-based pyc not even that), so bytecode that code of
     the model wrote (a build, a ``setup.py``) could run instead of the sources the host
-    inspected. Pristine bytecode stays (it only saves compiling)."""
+    inspected. Pristine bytecode stays (it only saves compiling). The walk is
+    :func:`walk` (iterative, bounded); a working copy it could not walk to the end is
+    recorded (``truncated``: the host cannot rule planted bytecode out)."""
     removed = []
-    for base, dirs, files in os.walk(testbed, followlinks=False):
-        rel_base = os.path.relpath(base, testbed)
-        if rel_base == ".git" or rel_base.startswith(".git" + os.sep):
-            dirs[:] = []
+    seen = walk(testbed, PURGE_BUDGET, skip=(".git",))
+    gone = []   # cache directories already removed whole: nothing under them is left to remove
+    for rel, st in seen.entries:
+        parts = rel.split("/")
+        if any(rel.startswith(g + "/") for g in gone[-1:]):
             continue
-        in_cache = os.path.basename(base) == PYCACHE
-        for name in list(dirs):
-            path = os.path.join(base, name)
-            if (in_cache or name == PYCACHE) and os.path.islink(path):
-                dirs.remove(name)
-                files.append(name)   # a symlink where a cache directory belongs: removed below
-        for name in files:
-            if not (in_cache or name.endswith(BYTECODE_SUFFIXES)):
-                continue
-            path = os.path.join(base, name)
-            rel = os.path.relpath(path, testbed)
-            if not _same_as_pristine(path, os.path.join(pristine, rel)):
-                try:
-                    remove(path)
-                    removed.append(rel)
-                except OSError as exc:
-                    record.setdefault("delete_errors", []).append("{}: {}".format(rel, exc))
-        if in_cache:
-            for name in dirs:  # nothing but files belongs in a cache directory
-                path = os.path.join(base, name)
-                shutil.rmtree(path, ignore_errors=True)
-                removed.append(os.path.relpath(path, testbed))
-            dirs[:] = []
-    record["bytecode_removed"] = {"count": len(removed), "sample": sorted(removed)[:50]}
+        in_cache = len(parts) > 1 and parts[-2] == PYCACHE
+        directory = stat.S_ISDIR(st.st_mode)
+        if not (in_cache or parts[-1] == PYCACHE and stat.S_ISLNK(st.st_mode)
+                or (not directory and parts[-1].endswith(BYTECODE_SUFFIXES))):
+            continue
+        path = os.path.join(testbed, rel)
+        if directory:   # nothing but files belongs in a cache directory
+            try:
+                remove_tree(path)
+                removed.append(rel)
+                gone.append(rel)
+            except OSError as exc:
+                record.setdefault("delete_errors", []).append("{}: {}".format(rel[-300:], exc))
+            continue
+        if not _same_as_pristine(path, os.path.join(pristine, rel)):
+            try:
+                os.unlink(path)
+                removed.append(rel)
+            except OSError as exc:
+                record.setdefault("delete_errors", []).append("{}: {}".format(rel[-300:], exc))
+    record["bytecode_removed"] = {"count": len(removed), "sample": sorted(removed)[:50],
+                                  "truncated": seen.truncated, "errors": seen.errors[:10]}
 
 
 def _same_as_pristine(path, original):
@@ -227,20 +357,23 @@ def survey(testbed, dirs, before, sealed, watch):
     (its name is one of ``watch["names"]`` or ends with one of ``watch["suffixes"]``, or
     it is created directly in a sealed directory beside a sealed ``name.py`` as ``name``
     or ``name.*.so``: what the import system would find before the sealed module).
-    Entries: ``path``, ``kind``, ``direct`` (in a sealed directory itself), ``beside``."""
+    Entries: ``path``, ``kind``, ``direct`` (in a sealed directory itself), ``beside``.
+    Walks are :func:`walk`'s (iterative, bounded by :data:`SURVEY_BUDGET` entries and
+    :data:`MAX_DEPTH` levels): a survey that could not see everything says so
+    (``truncated``, ``errors``)."""
     names, suffixes = frozenset(watch.get("names", [])), tuple(watch.get("suffixes", []))
     sealed = set(sealed)
-    out = {"count": 0, "sample": [], "watched": [], "truncated": False}
+    out = {"count": 0, "sample": [], "watched": [], "truncated": False, "errors": []}
 
-    def note(path, direct, beside=None):
+    def note(rel, mode, direct, beside=None):
         out["count"] += 1
-        rel = os.path.relpath(path, testbed)
         if len(out["sample"]) < 50:
-            out["sample"].append(rel)
-        name = os.path.basename(path)
+            out["sample"].append(rel[-1000:])
+        name = rel.rsplit("/", 1)[-1]
         if beside or name in names or (suffixes and name.endswith(suffixes)):
             if len(out["watched"]) < 2000:
-                out["watched"].append({"path": rel, "kind": _kind(path), "direct": direct, "beside": beside})
+                out["watched"].append({"path": rel[-4096:], "kind": _kind_of(mode), "direct": direct,
+                                       "beside": beside})
             else:
                 out["truncated"] = True
 
@@ -253,21 +386,27 @@ def survey(testbed, dirs, before, sealed, watch):
             stem = name.split(".", 1)[0]
             source = os.path.join(directory, stem + ".py")
             shadowing = name == stem or name.endswith(EXTENSION_SUFFIXES)
-            note(path, True, os.path.relpath(source, testbed) if shadowing and source in sealed else None)
-            if os.path.isdir(path) and not os.path.islink(path):
-                for base, subdirs, files in os.walk(path, followlinks=False):
-                    for entry in subdirs + files:
-                        if out["count"] >= SURVEY_BUDGET:
-                            out["truncated"] = True
-                            return out
-                        note(os.path.join(base, entry), False)
+            rel = os.path.relpath(path, testbed)
+            try:
+                mode = os.lstat(path).st_mode
+            except OSError:
+                mode = None
+            note(rel, mode, True, os.path.relpath(source, testbed) if shadowing and source in sealed else None)
+            if mode is not None and stat.S_ISDIR(mode):
+                seen = walk(path, SURVEY_BUDGET - out["count"])
+                for sub, st in seen.entries:
+                    note(rel + "/" + sub, st.st_mode, False)
+                if seen.truncated:
+                    out["truncated"] = True
+                    out["errors"] += seen.errors[:5]
+                if out["count"] >= SURVEY_BUDGET:
+                    out["truncated"] = True
+                    return out
     return out
 
 
-def _kind(path):
-    try:
-        mode = os.lstat(path).st_mode
-    except OSError:
+def _kind_of(mode):
+    if mode is None:
         return "gone"
     return "dir" if stat.S_ISDIR(mode) else "file" if stat.S_ISREG(mode) else \
         "symlink" if stat.S_ISLNK(mode) else "other"

@@ -104,13 +104,13 @@ def read_located_records(path: Path) -> list[tuple[str, Any]]:
                 continue
             try:
                 records.append((f"line {lineno}", json.loads(line)))
-            except json.JSONDecodeError as exc:
-                raise InputError(f"line {lineno}: invalid JSON ({exc.msg})", source=str(path)) from None
+            except (ValueError, RecursionError) as exc:
+                raise InputError(f"line {lineno}: invalid JSON ({unparsable(exc)})", source=str(path)) from None
         return records
     try:
         data = yaml.safe_load(text) if suffix in (".yaml", ".yml") else json.loads(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise InputError(f"cannot parse: {exc}", source=str(path)) from None
+    except (ValueError, RecursionError, yaml.YAMLError) as exc:
+        raise InputError(f"cannot parse: {unparsable(exc)}", source=str(path)) from None
     if isinstance(data, dict) and "instance_id" in data:
         return [("record #1", data)]
     if isinstance(data, dict):  # keyed by id
@@ -122,6 +122,32 @@ def read_located_records(path: Path) -> list[tuple[str, Any]]:
                      source=str(path))
 
 
+def unparsable(exc: BaseException) -> str:
+    """Why a text could not be read, in one short line (a parser's own message can quote the
+    input: a nesting too deep to read, an integer too long to convert)."""
+    if isinstance(exc, RecursionError):
+        return "nested too deeply to read"
+    if isinstance(exc, json.JSONDecodeError):
+        return exc.msg
+    message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if "integer string conversion" in message or "digits" in message:
+        return "an integer too long to convert"
+    return message[:200]
+
+
+#: the most test ids one list may hold, and the longest id (the results parsers' caps)
+MAX_TEST_IDS = 200_000
+MAX_TEST_ID = 8192
+
+
+def record_key(raw: Any) -> str | None:
+    """The instance id a record names, when it names one as a string (a malformed record
+    still shares its id with the others: see :func:`refuse_shared_keys`)."""
+    if isinstance(raw, dict) and isinstance(raw.get("instance_id"), str) and raw["instance_id"]:
+        return raw["instance_id"]
+    return None
+
+
 def duplicate_error(key: str, where: list[str], source: str, what: str = "instance_id") -> InputError:
     """The error for records that share one id: every copy is refused (which one was meant
     cannot be known), and the message names each of them."""
@@ -130,22 +156,44 @@ def duplicate_error(key: str, where: list[str], source: str, what: str = "instan
 
 
 def refuse_shared_keys(parsed: list[tuple[str, R]], key: Callable[[R], str], source: str,
-                       what: str = "instance_id") -> tuple[list[R], list[InputError], set[str]]:
+                       what: str = "instance_id", malformed: list[tuple[str, str]] = (),
+                       group: Callable[[str], str] = lambda k: k) -> tuple[list[R], list[InputError], set[str]]:
     """``parsed`` ((file position, record) pairs) without every record whose key another
     record shares: (the records kept, one :func:`duplicate_error` per shared key, every key
-    seen)."""
+    seen). ``malformed``: (file position, id) of the records refused as malformed that
+    still name an id: one of them beside a good record of that id (``group`` of its key)
+    makes every record of the id refused, so that a bad copy can never leave the other one
+    graded while it is counted as an error."""
     places: dict[str, list[str]] = {}
     for where, record in parsed:
         places.setdefault(key(record), []).append(where)
-    duplicated = {k for k, where in places.items() if len(where) > 1}
-    errors = [duplicate_error(k, places[k], source, what) for k in sorted(duplicated)]
+    bad: dict[str, list[str]] = {}
+    for where, rid in malformed:
+        bad.setdefault(rid, []).append(where)
+    good_groups: dict[str, list[str]] = {}
+    for k, where in places.items():
+        good_groups.setdefault(group(k), []).extend(where)
+    duplicated = {k for k, where in places.items() if len(where) > 1 or group(k) in bad}
+    shared_bad = {rid for rid, where in bad.items() if len(where) > 1 or rid in good_groups}
+    errors = [duplicate_error(k, places[k], source, what) for k in sorted(duplicated) if group(k) not in shared_bad]
+    errors += [duplicate_error(rid, sorted(good_groups.get(rid, []) + bad[rid], key=_position), source, what)
+               for rid in sorted(shared_bad)]
     return [record for _, record in parsed if key(record) not in duplicated], errors, set(places)
 
 
-def parse_instance(raw: Any, source: str = "", position: int | None = None) -> Instance:
+def _position(where: str) -> tuple[str, int]:
+    kind, _, number = where.rpartition(" ")
+    return (kind, int(number)) if number.isdigit() else (where, 0)
+
+
+def parse_instance(raw: Any, source: str = "", position: int | None = None, *,
+                   lists_required: bool = True) -> Instance:
     """Validate one raw record. Raises InputError naming the record and the field.
 
     ``position`` (0-based index in the file) names records that have no usable id.
+    ``lists_required=False`` accepts a record whose FAIL_TO_PASS and PASS_TO_PASS are
+    absent or empty (both): the runs that derive them (harness/run/derive.py) grade
+    nothing and read every test's outcome back from the run directory.
     """
     fallback = f"#{position}" if position is not None else "<no instance_id>"
     if not isinstance(raw, dict):
@@ -157,6 +205,8 @@ def parse_instance(raw: Any, source: str = "", position: int | None = None) -> I
     def fail(fieldname: str, message: str) -> InputError:
         return InputError(message, record=name, field=fieldname, source=source)
 
+    if not lists_required and not has_test_lists(raw):
+        raw = {**raw, "FAIL_TO_PASS": [], "PASS_TO_PASS": []}
     for key in REQUIRED:
         if key not in raw or raw[key] is None:
             raise fail(key, "missing")
@@ -174,7 +224,7 @@ def parse_instance(raw: Any, source: str = "", position: int | None = None) -> I
         raise fail("test_patch", "is empty")
     f2p = _test_list(raw["FAIL_TO_PASS"], fail, "FAIL_TO_PASS")
     p2p = _test_list(raw["PASS_TO_PASS"], fail, "PASS_TO_PASS")
-    if not f2p:
+    if not f2p and (lists_required or p2p):
         raise fail("FAIL_TO_PASS", "is empty: an instance must have at least one test to fix")
     overlap = sorted(set(f2p) & set(p2p))
     if overlap:
@@ -182,6 +232,12 @@ def parse_instance(raw: Any, source: str = "", position: int | None = None) -> I
     known = {"instance_id", "repo", "base_commit", "patch", "test_patch", "FAIL_TO_PASS",
              "PASS_TO_PASS", "version", "environment_setup_commit", "problem_statement"}
     version = raw.get("version", "")
+    if version is not None and (isinstance(version, bool) or not isinstance(version, (str, int, float))
+                                or len(str(version)) > 64):
+        raise fail("version", "must be a version string (or number) of at most 64 characters")
+    for key in ("environment_setup_commit", "problem_statement"):
+        if raw.get(key) is not None and not isinstance(raw[key], str):
+            raise fail(key, f"must be a string, got {type(raw[key]).__name__}")
     return Instance(
         instance_id=rid, repo=raw["repo"], base_commit=raw["base_commit"], patch=raw["patch"],
         test_patch=raw["test_patch"], fail_to_pass=f2p, pass_to_pass=p2p,
@@ -192,14 +248,26 @@ def parse_instance(raw: Any, source: str = "", position: int | None = None) -> I
     )
 
 
+def has_test_lists(raw: Any) -> bool:
+    """Whether a raw record gives FAIL_TO_PASS or PASS_TO_PASS (present, not null, not an
+    empty list or the JSON text of one): a record giving neither is one to derive them for."""
+    def given(value: Any) -> bool:
+        if isinstance(value, str):
+            return value.strip() not in ("", "[]")
+        return value not in (None, [], ())
+    return isinstance(raw, dict) and (given(raw.get("FAIL_TO_PASS")) or given(raw.get("PASS_TO_PASS")))
+
+
 def _test_list(value: Any, fail, fieldname: str) -> tuple[str, ...]:
     if isinstance(value, str):
         try:
             value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise fail(fieldname, f"is a string but not a JSON list ({exc.msg})") from None
+        except (ValueError, RecursionError) as exc:
+            raise fail(fieldname, f"is a string but not a JSON list ({unparsable(exc)})") from None
     if not isinstance(value, list) or not all(isinstance(t, str) and t for t in value):
         raise fail(fieldname, "must be a list of non-empty test id strings")
+    if len(value) > MAX_TEST_IDS or any(len(t) > MAX_TEST_ID for t in value):
+        raise fail(fieldname, f"holds more than {MAX_TEST_IDS} ids or an id over {MAX_TEST_ID} characters")
     if len(set(value)) != len(value):
         dupes = sorted({t for t in value if value.count(t) > 1})
         raise fail(fieldname, f"has duplicate ids: {dupes[:3]}")
@@ -215,9 +283,10 @@ class LoadedInstances:
 
 
 def load_instances(path: Path, instance_ids: Iterable[str] | None = None,
-                   source: str | None = None) -> LoadedInstances:
+                   source: str | None = None, *, lists_required: bool = True) -> LoadedInstances:
     """Load and validate every record; filter to ``instance_ids`` when given. ``source``
     names the input in errors when ``path`` is a copy of it (a dataset read into JSONL).
+    ``lists_required``: see :func:`parse_instance`.
 
     Raises InputError only when the file as a whole is unreadable, or an id asked for
     is absent. Records that share an instance id are all refused, with one error that
@@ -226,13 +295,18 @@ def load_instances(path: Path, instance_ids: Iterable[str] | None = None,
     source = source or str(path)
     parsed: list[tuple[str, Instance]] = []
     errors: list[InputError] = []
+    malformed: list[tuple[str, str]] = []
     for index, (where, raw) in enumerate(read_located_records(Path(path))):
         try:
-            parsed.append((where, parse_instance(raw, source=f"{source} {where}", position=index)))
+            parsed.append((where, parse_instance(raw, source=f"{source} {where}", position=index,
+                                                 lists_required=lists_required)))
         except InputError as exc:
             errors.append(exc)
-    good, refused, seen = refuse_shared_keys(parsed, lambda inst: inst.instance_id, source)
-    errors += refused
+            if record_key(raw) is not None:
+                malformed.append((where, str(record_key(raw))))
+    good, refused, seen = refuse_shared_keys(parsed, lambda inst: inst.instance_id, source, malformed=malformed)
+    shared = {e.record for e in refused}
+    errors = [e for e in errors if e.record not in shared] + refused
     if instance_ids:
         wanted = list(dict.fromkeys(instance_ids))
         bad_ids = {e.record for e in errors}

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from harness.errors import InputError
-from harness.inputs.instances import Instance, read_located_records, refuse_shared_keys
+from harness.inputs.instances import Instance, read_located_records, record_key, refuse_shared_keys
 from harness.paths import instance_dir_problem
 
 GOLD = "gold"
@@ -35,6 +35,10 @@ EMPTY = "empty"
 AGENT_FIELDS = ("cost", "calls", "steps", "agent_seconds", "exit_status")
 #: an exit status is a name (Submitted, LimitsExceeded, ...), not a message
 MAX_EXIT_STATUS = 200
+#: the longest model name, the most attempts, the largest count a record may carry
+MAX_MODEL_NAME = 256
+MAX_ATTEMPT = 1000
+MAX_COUNT = 10 ** 12
 
 
 @dataclass(frozen=True)
@@ -101,13 +105,20 @@ def load_predictions(path: Path) -> LoadedPredictions:
     source = str(path)
     parsed: list[tuple[str, Prediction]] = []
     errors: list[InputError] = []
+    malformed: list[tuple[str, str]] = []
     for index, (where, raw) in enumerate(read_located_records(Path(path))):
         try:
             parsed.append((where, _parse(raw, f"{source} {where}", index)))
         except InputError as exc:
             errors.append(exc)
-    preds, refused, _ = refuse_shared_keys(parsed, lambda pred: pred.key, source, "prediction")
-    errors += refused
+            if record_key(raw) is not None:
+                malformed.append((where, str(record_key(raw))))
+    # a malformed record naming an id another record has refuses them all (which was meant
+    # cannot be known): never one graded while the other is counted as an error
+    preds, refused, _ = refuse_shared_keys(parsed, lambda pred: pred.key, source, "prediction", malformed,
+                                           group=lambda key: key.split("/attempt-")[0])
+    shared = {e.record for e in refused}
+    errors = [e for e in errors if e.record not in shared] + refused
     models = {pred.model_name_or_path for _, pred in parsed}
     if len(models) > 1:
         raise InputError(f"one model per file, found {sorted(models)}", field="model_name_or_path",
@@ -131,9 +142,13 @@ def _parse(raw: Any, source: str, index: int) -> Prediction:
     model = raw.get("model_name_or_path")
     if not isinstance(model, str) or not model:
         raise InputError("missing or not a string", record=rid, field="model_name_or_path", source=source)
+    if len(model) > MAX_MODEL_NAME:
+        raise InputError(f"is {len(model)} characters, over {MAX_MODEL_NAME}", record=rid,
+                         field="model_name_or_path", source=source)
     attempt = raw.get("attempt")
-    if attempt is not None and (not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 1):
-        raise InputError("must be a positive integer", record=rid, field="attempt", source=source)
+    if attempt is not None and (not isinstance(attempt, int) or isinstance(attempt, bool)
+                                or not 1 <= attempt <= MAX_ATTEMPT):
+        raise InputError(f"must be an integer from 1 to {MAX_ATTEMPT}", record=rid, field="attempt", source=source)
     known = {"instance_id", "model_patch", "model_name_or_path", "attempt", *AGENT_FIELDS}
     return Prediction(rid, model, patch, attempt, {k: v for k, v in raw.items() if k not in known},
                       **_agent_fields(raw, rid, source))
@@ -143,7 +158,7 @@ def _agent_fields(raw: dict, rid: str, source: str) -> dict[str, Any]:
     """The AGENT_FIELDS of one record, checked (null or absent: None)."""
     def refuse(name: str, expected: str) -> InputError:
         value = raw[name]
-        shown = repr(value) if isinstance(value, (bool, int, float)) else type(value).__name__
+        shown = repr(value)[:40] if isinstance(value, (bool, int, float)) else type(value).__name__
         return InputError(f"must be {expected} or null, got {shown}", record=rid, field=name, source=source)
 
     def number(name: str) -> float | None:
@@ -162,8 +177,8 @@ def _agent_fields(raw: dict, rid: str, source: str) -> dict[str, Any]:
         value = raw.get(name)
         if value is None:
             return None
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise refuse(name, "an integer >= 0")
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
+            raise refuse(name, f"an integer from 0 to {MAX_COUNT}")
         return value
 
     status = raw.get("exit_status")

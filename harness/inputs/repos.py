@@ -51,6 +51,11 @@ EXPORT_ENV = {
 #: and never a lazy fetch from a partial clone's promisor remote.
 READ_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0",
             "GIT_NO_LAZY_FETCH": "1", "GIT_NO_REPLACE_OBJECTS": "1"}
+#: Configuration every git command reading a source repository gets on its command line:
+#: any owner's repository opens, and no command the repository's own configuration names
+#: runs (core.fsmonitor: ``checkout-index`` and ``diff-tree`` start it when a work tree is
+#: in view, and git has one whenever a command runs with ``--git-dir`` alone)
+READ_CONFIG = ("-c", "safe.directory=*", "-c", "core.fsmonitor=false")
 PUBLIC_URL = "https://github.com/{repo}.git"
 GITLINK_MODE = "160000"
 
@@ -90,7 +95,7 @@ class GitDir:
         self.git_dir = located
 
     def run(self, *args: str, check: bool = True, binary: bool = False) -> str | bytes:
-        proc = subprocess.run(["git", "-c", "safe.directory=*", "--git-dir", str(self.git_dir), *args],
+        proc = subprocess.run(["git", *READ_CONFIG, "--git-dir", str(self.git_dir), *args],
                               capture_output=True, env={**os.environ, **READ_ENV})
         if check and proc.returncode != 0:
             raise GitFailed(args, proc.returncode, proc.stderr.decode(errors="replace"))
@@ -167,7 +172,7 @@ def locate_git_dir(path: Path) -> Path | None:
     if dotgit.is_dir():
         path = dotgit
     elif dotgit.is_file():  # a worktree or submodule pointer: let git read it
-        proc = subprocess.run(["git", "-c", "safe.directory=*", "-C", str(path), "rev-parse", "--absolute-git-dir"],
+        proc = subprocess.run(["git", *READ_CONFIG, "-C", str(path), "rev-parse", "--absolute-git-dir"],
                               capture_output=True, text=True, env={**os.environ, **READ_ENV})
         return Path(proc.stdout.strip()) if proc.returncode == 0 else None
     if (path / "HEAD").is_file() and (path / "objects").is_dir() and (path / "refs").is_dir():
@@ -379,8 +384,8 @@ def _write_tree(repo: GitDir, commit: str, root: Path, prefix: str, submodules: 
         idx_env = {**os.environ, **READ_ENV, "GIT_INDEX_FILE": index.name}
         # Straight from the object database (no checkout of the source, no attribute-
         # driven rewriting as git-archive would do).
-        _git(["-c", "safe.directory=*", "--git-dir", str(repo.git_dir), "read-tree", commit], idx_env)
-        _git(["-c", "safe.directory=*", "-c", "core.symlinks=true", "--git-dir", str(repo.git_dir),
+        _git([*READ_CONFIG, "--git-dir", str(repo.git_dir), "read-tree", commit], idx_env)
+        _git([*READ_CONFIG, "-c", "core.symlinks=true", "--git-dir", str(repo.git_dir),
               "--work-tree", str(target), "checkout-index", "--all", "--force", f"--prefix={target}/"], idx_env)
     expected = [(e.mode, e.oid, prefix + e.path) for e in entries if e.mode != GITLINK_MODE]
     used: list[tuple[str, str, str]] = []

@@ -72,11 +72,14 @@ def check(attack: CorpusAttack, report: dict | None, output: str) -> tuple[bool,
 
 
 def build(instances: list, reader_for: Callable[[object], Callable[[str], str | None]],
-          classes: set[str] | None = None) -> dict[str, list[CorpusAttack]]:
+          classes: set[str] | None = None,
+          runner_for: Callable[[object], str] | None = None) -> dict[str, list[CorpusAttack]]:
+    """``runner_for``: the test runner an instance's spec names (pytest when not given)."""
     out = {}
     for inst in instances:
         read = reader_for(inst)
-        target = make_target(inst.to_record(), read, getattr(read, "paths", None))
+        target = make_target(inst.to_record(), read, getattr(read, "paths", None),
+                             runner_for(inst) if runner_for is not None else "pytest")
         attacks = [a for a in build_corpus(target) if classes is None or a.klass in classes]
         out[inst.instance_id] = attacks
     return out

@@ -14,7 +14,7 @@ verdict; every finding is kept as a flag.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Mapping
 
 from harness.engine.cpus import CpuLimit, skipped_under_cap
 from harness.errors import last_error_line
@@ -25,7 +25,7 @@ from harness.grading.reporter_parsers import junit_collection_errors
 from harness.grading.status import ErrorReason, TestStatus
 from harness.inputs.instances import Instance
 from harness.integrity.canaries import Canary, judge_canaries, judge_perturbations
-from harness.integrity.evidence import Evidence, code_raised, judge_evidence
+from harness.integrity.evidence import Evidence, code_raised, judge_evidence, xpassed
 
 
 @dataclass
@@ -63,6 +63,12 @@ class RunContext:
     extra_flags: list[str] = field(default_factory=list)
     #: the cores the sandbox had (report.json ``resources.cpus``)
     cpu: CpuLimit | None = None
+    #: what the pristine tests declare of each test (harness/integrity/declared.py: an
+    #: object with ``of(native_id) -> Declared``); None: not read (a run before issue 36)
+    declarations: Any = None
+    #: the undeclared outcomes a run of the reference patch showed (dataset id -> kind):
+    #: the same one here is the environment's; None when no reference run is known
+    reference_undeclared: Mapping[str, str] | None = None
 
 
 def judge_run(instance: Instance, parser_name: str, output: str, junit_xml: bytes | None,
@@ -83,10 +89,27 @@ def judge_run(instance: Instance, parser_name: str, output: str, junit_xml: byte
     native = dict(parsed.statuses)
     ev = ctx.evidence
     raised_by_code = code_raised(ev, ctx.model_files) if ev is not None else frozenset()
+    passed_as_xfail = xpassed(ev) if ev is not None else frozenset()
+    declared_codes: dict[str, str] = {}
+
+    def undeclared_kind(native_id: str) -> str | None:
+        """The outcome of ``native_id`` its pristine source does not declare, if any."""
+        if ctx.declarations is None:
+            return None
+        status = native.get(native_id)
+        kind = ("xfail" if status is TestStatus.XFAIL else "skip" if status is TestStatus.SKIPPED
+                else "xpass" if status is TestStatus.PASSED and native_id in passed_as_xfail else None)
+        if kind is None:
+            return None
+        declared = ctx.declarations.of(native_id)
+        declared_codes[native_id] = declared.code
+        return None if (declared.skip if kind == "skip" else declared.xfail) else kind
 
     reasons: list[tuple[ErrorReason, str]] = []
     if ctx.canaries:
-        verdict = judge_canaries(list(ctx.canaries), native, raised_by_code, ctx.canary_proof, ctx.reference)
+        undeclared_canaries = {c.test_id: k for c in ctx.canaries if (k := undeclared_kind(c.test_id))}
+        verdict = judge_canaries(list(ctx.canaries), native, raised_by_code, ctx.canary_proof, ctx.reference,
+                                 undeclared_canaries)
         flags += verdict.flags
         details["canaries"] = verdict.details
         if verdict.tampered:
@@ -146,9 +169,14 @@ def judge_run(instance: Instance, parser_name: str, output: str, junit_xml: byte
     raised_graded = {d for n in raised_by_code if n in native for d in dataset_of.get(n, ())} | (
         raised_by_code & graded_set)
     untrusted = frozenset(t for t in raised_graded if statuses.get(t) in (TestStatus.SKIPPED, TestStatus.XFAIL))
+    undeclared = undeclared_outcomes(graded_native, dataset_of, graded_set, undeclared_kind)
+    if ctx.declarations is not None:   # recorded even when empty: the declarations were read
+        details["declared"] = dict(list(declared_codes.items())[:1000])
+    accused = settle_undeclared(undeclared, ctx, flags, details, reasons)
     if untrusted:
         flags.append("outcome_raised_by_code")
         details["outcome_raised_by_code"] = sorted(untrusted)[:50]
+    untrusted = untrusted | frozenset(accused)
     outcomes = {t: statuses[t].value for t in graded if statuses.get(t) in (TestStatus.SKIPPED, TestStatus.XFAIL)}
     if outcomes:
         details["skipped_or_xfailed"] = dict(list(outcomes.items())[:500])
@@ -167,6 +195,63 @@ def judge_run(instance: Instance, parser_name: str, output: str, junit_xml: byte
     collected = sorted({*native, *(t for t in graded if t in statuses)})
     return Judgement(verdict, reason, detail, list(dict.fromkeys(flags)), details, parsed.source,
                      (parsed.notes + mapped.notes)[:50], collected, infrastructure)
+
+
+def undeclared_outcomes(graded_native: tuple[str, ...], dataset_of: Mapping[str, list[str]], graded: set[str],
+                        kind_of) -> dict[str, str]:
+    """Graded dataset id -> the outcome (skip, xfail, xpass) it had that its pristine source
+    does not declare (harness/integrity/declared.py)."""
+    out: dict[str, str] = {}
+    for native_id in graded_native:
+        kind = kind_of(native_id)
+        if kind is None:
+            continue
+        for dataset_id in dataset_of.get(native_id) or ([native_id] if native_id in graded else []):
+            out.setdefault(dataset_id, kind)
+    return out
+
+
+def settle_undeclared(undeclared: Mapping[str, str], ctx: RunContext, flags: list[str], details: dict,
+                      reasons: list[tuple[ErrorReason, str]]) -> list[str]:
+    """Issue 36, class 1: a graded test counts as passing only when it passed, or when its
+    skip or expected failure is declared by the pristine source. An undeclared outcome
+
+    * in a run of the reference patch is recorded (``outcome_undeclared``: the reading did
+      not see a declaration, or the environment gives it), never held against the run;
+    * elsewhere is the environment's when a run of the reference patch showed the same one
+      for the same test (``outcome_undeclared_like_reference``: counted as before);
+    * else is ``tampered``; and with no reference run known, unproven: INVALID
+      ``canary_unproven`` (the harness's), which a run of the reference patch on demand
+      settles (harness/evaluation/proving.py).
+
+    Returns the graded ids that count neither as fixed nor as kept."""
+    if not undeclared:
+        return []
+    details["outcome_undeclared"] = dict(list(undeclared.items())[:500])
+    if ctx.reference:
+        flags.append("outcome_undeclared")
+        return []
+    known = ctx.reference_undeclared
+    if known is not None:
+        details["outcome_reference"] = dict(list(known.items())[:500])
+    like_reference = {t for t, k in undeclared.items() if known is not None and known.get(t) == k}
+    if like_reference:
+        flags.append("outcome_undeclared_like_reference")
+    accused = sorted(set(undeclared) - like_reference)
+    if not accused:
+        return []
+    said = ", ".join(f"{t} ({undeclared[t]})" for t in accused[:5])
+    if known is None:
+        flags.append("outcome_undeclared_unproven")
+        reasons.append((ErrorReason.CANARY_UNPROVEN,
+                        f"graded tests had outcomes their pristine source does not declare: {said}; no run of the "
+                        "reference patch showed whether the environment gives them"))
+    else:
+        flags.append("outcome_undeclared")
+        reasons.append((ErrorReason.TAMPERED,
+                        f"graded tests had outcomes their pristine source does not declare and the reference run "
+                        f"did not show: {said}"))
+    return accused
 
 
 def gradable_tests(instance: Instance, convention: str = "pytest") -> tuple[TestLists, list[str]]:

@@ -7,7 +7,8 @@ Layout of ``/harness`` (a root-owned tmpfs) during one evaluation::
                                  reporter), files 0444
     ACTIVATION                   root, 0644, while the test command runs (harness.incontainer.ACTIVATION)
     /harness/evidence.sock       root, group of the test user, 0620, while the test command runs
-    /harness/in-<token>/         test user, 0700: request.json, model.diff (removed once applied)
+    /harness/in-<token>/         test user, 0700: request.json, model.diff (removed once applied),
+                                 remaining.diff (the already-present fallback's, removed once applied)
     /harness/plan-<token>/       root, 0700: files/ (the test files to install), plan.json (removed once read)
     /harness/run-<token>/        test user, 0700, made just before the tests: the runner's results file
     /harness/out-<token>/        root, 0700: evidence.json, events.jsonl, results (copied by root);
@@ -93,6 +94,12 @@ class Layout:
     def model_patch(self) -> str:
         return f"{self.in_dir}/model.diff"
 
+    @property
+    def remaining_patch(self) -> str:
+        """What the already-present fallback applies: the model patch less the hunks the
+        tree already holds (written by the set-up step, removed once applied)."""
+        return f"{self.in_dir}/remaining.diff"
+
 
 def apply_strategies(patch_path: str) -> list[dict]:
     """``git apply``, then ``--3way`` (index and objects redirected outside ``.git``), then
@@ -117,12 +124,18 @@ def trusted_entries() -> dict[str, FileEntry]:
 
 
 def initial_files(layout: Layout, model_patch: bytes | None, env: dict[str, str], timeout: int,
-                  limits: dict[str, int], staged: dict[str, tuple[bytes, int]]) -> dict[str, FileEntry]:
+                  limits: dict[str, int], staged: dict[str, tuple[bytes, int]],
+                  sections: list[dict] | None = None) -> dict[str, FileEntry]:
     """Everything both steps need that does not depend on the tree truth, for one archive
-    call into /harness; ``staged`` are the test files (path -> (bytes, mode))."""
-    request = {"testbed": TESTBED, "pristine": PRISTINE_TREE, "env": env, "timeout": timeout,
-               "patch": layout.model_patch if model_patch is not None else None,
-               "strategies": apply_strategies(layout.model_patch), **limits}
+    call into /harness; ``staged`` are the test files (path -> (bytes, mode)); ``sections``
+    the patch's hunks as byte spans (:meth:`harness.patches.HunkSpans.as_json`) for the
+    set-up step's already-present fallback (None: no fallback)."""
+    request: dict[str, object] = {"testbed": TESTBED, "pristine": PRISTINE_TREE, "env": env, "timeout": timeout,
+                                  "patch": layout.model_patch if model_patch is not None else None,
+                                  "strategies": apply_strategies(layout.model_patch), **limits}
+    if model_patch is not None and sections:
+        request["fallback"] = {"sections": sections, "remaining": layout.remaining_patch,
+                               "strategies": apply_strategies(layout.remaining_patch)}
     name = layout.in_dir.rsplit("/", 1)[1]
     files = {**trusted_entries(),
              name: FileEntry(None, 0o700, TEST_UID),

@@ -59,6 +59,9 @@ class TreeTruth:
     seconds: float = 0.0
     #: compiled extension modules in the pristine tree (None: not reported)
     pristine_extensions: int | None = None
+    #: hunks the already-present fallback left out ({"path", "hunk": its @@ line}): their
+    #: post-image is what the pristine tree holds (harness/incontainer/prepare.py)
+    already_present: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def paths(self) -> set[str]:
@@ -107,7 +110,16 @@ def parse_tree_report(text: str, max_bytes: int) -> TreeTruth:
                      git_changed=list(data.get("git_changed") or []),
                      too_many_changes=bool(data.get("too_many_changes")),
                      commands=list(data.get("commands") or []), seconds=float(data.get("seconds") or 0.0),
-                     pristine_extensions=_count(data.get("pristine_extensions")))
+                     pristine_extensions=_count(data.get("pristine_extensions")),
+                     already_present=_present(data.get("already_present")))
+
+
+def _present(value) -> list[dict[str, str]]:
+    """The fallback's record, bounded: at most 1,000 entries of short strings."""
+    if not isinstance(value, list):
+        return []
+    return [{"path": str(entry.get("path"))[:1024], "hunk": str(entry.get("hunk"))[:200]}
+            for entry in value[:1000] if isinstance(entry, dict)]
 
 
 def _count(value) -> int | None:

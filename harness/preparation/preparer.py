@@ -7,9 +7,10 @@ The requirement set is assembled with each line's origin (:mod:`harness.preparat
   ``images/bases.yaml`` ``installer`` for the Python; a spec requirement pinning one of
   them takes its place;
 * the spec's ``requirements``;
-* build requirements — the spec's ``build_requires`` when given, else (with
-  ``install_requires_from_tree``) the tree's ``[build-system] requires``; installs run
-  offline with ``--no-build-isolation``, so these go into the environment;
+* build requirements — the spec's ``build_requires`` when given, else the tree's
+  ``[build-system] requires`` whenever the tree is built (the spec has an ``install``
+  command, or ``install_requires_from_tree``); installs run offline with
+  ``--no-build-isolation``, so these go into the environment;
 * the tree's own requirements (``install_requires_from_tree``; with ``install_extras``)
   — read as data when declared (:mod:`harness.preparation.treemeta`), else by the tree's build
   backend inside the builder after the spec's set-up steps, cached by the content of the
@@ -291,7 +292,7 @@ class Preparer:
         backend, backend_path = "setuptools.build_meta:__legacy__", ""
         if spec.build_requires is not None:
             build = [Req(r, f"spec build_requires ({spec.source})") for r in spec.build_requires]
-        if tree is not None and spec.install_requires_from_tree:
+        if tree is not None and builds_tree(spec):
             declared, backend, backend_path = read_build_system(tree)
             if spec.build_requires is None:
                 build = [Req(r, "tree [build-system] requires (pyproject.toml)") for r in declared]
@@ -368,6 +369,14 @@ def public_version(version: str) -> str:
     if parsed.pre:
         text += "".join(map(str, parsed.pre))
     return text
+
+
+def builds_tree(spec: EnvSpec) -> bool:
+    """Whether preparing ``spec`` builds the tree (an ``install`` command, or the tree's
+    metadata read by its backend): then an absent ``build_requires`` is the tree's own
+    ``[build-system] requires`` (docs/SPECS.md), since builds here are offline without
+    isolation and nothing else would bring the backend (flit_core, hatchling, ...)."""
+    return bool(spec.install.strip()) or spec.install_requires_from_tree
 
 
 def read_build_system(tree: Path) -> tuple[list[str], str, str]:

@@ -72,3 +72,13 @@ def str_list(value: Any, path: Path, record: str, field_name: str) -> tuple[str,
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         raise InputError("must be a list of strings", source=str(path), record=record, field=field_name)
     return tuple(value)
+
+
+def tests_ran(report: Any) -> bool:
+    """Whether the run a report.json describes reached its test command (a ``tests``
+    command is recorded). One whose patch did not apply, whose environment did not build,
+    never ran a test: its graded tests are *not run*, not failed and not regressions,
+    though grading lists them under ``failure`` (an INVALID verdict counts nothing as
+    passed)."""
+    commands = report.get("commands") if isinstance(report, dict) else None
+    return isinstance(commands, list) and any(isinstance(c, dict) and c.get("phase") == "tests" for c in commands)

@@ -23,6 +23,14 @@ from the file name):
     ``{instance_id: {"resolved": bool, ...}}`` (e.g. ``per_instance_details.json``, or
     SWE-bench's per-instance ``report.json`` merged); ``patch_is_None`` or
     ``no_prediction`` true means no prediction.
+``swebench_instance_reports``
+    a **directory** of SWE-bench's per-instance reports, ``<id>.report.json`` or
+    ``<id>/report.json`` (``logs/run_evaluation/<run>/<model>/``), each
+    ``{"resolved": bool, "patch_successfully_applied": bool, "tests_status": {category:
+    {"success": [...], "failure": [...]}}}``, as SWE-bench writes it (wrapped in
+    ``{instance_id: ...}``) or unwrapped. Read like ``per_instance_map``; each entry keeps
+    its ``tests_status``, which the comparison reads test by test
+    (:mod:`harness.results.vendor_tests`). The universe is the reports found.
 
 Every shape ends as one :class:`Claims`: three disjoint id sets plus per-instance details
 (for the vendor's own list names: ``{"listed_in": [...]}``).  An id in two exclusive lists
@@ -39,10 +47,12 @@ from typing import Any
 
 from harness.errors import InputError
 from harness.results._io import expect_dict, id_list, read_json
+from harness.swebench.layout import REPORT_NAME as SWEBENCH_REPORT_NAME
 
 __all__ = ["Claims", "CLAIM_FORMATS", "load_claims", "load_validity"]
 
-CLAIM_FORMATS = ("harness", "swebench_run_report", "experiments_results", "per_instance_map")
+CLAIM_FORMATS = ("harness", "swebench_run_report", "experiments_results", "per_instance_map",
+                 "swebench_instance_reports")
 
 _EXPERIMENTS_KEYS = ("resolved", "no_generation", "no_logs", "generated", "with_logs", "applied", "no_apply",
                      "install_fail", "reset_failed", "test_errored", "test_timeout")
@@ -186,14 +196,68 @@ def detect_format(data: dict) -> str:
     return "harness"  # its error messages name the missing lists
 
 
+#: the names SWE-bench gives a per-instance report (nested: ``<id>/report.json``, its own layout;
+#: flat: ``<id>.report.json``, as copies of it are kept)
+_REPORT_NAME = SWEBENCH_REPORT_NAME
+_REPORT_SUFFIX = "." + SWEBENCH_REPORT_NAME
+
+
+def _instance_report(path: Path, instance_id: str) -> dict:
+    data = expect_dict(read_json(path, "SWE-bench instance report"), path, None, "SWE-bench instance report")
+    if set(data) == {instance_id} and isinstance(data[instance_id], dict):
+        data = data[instance_id]          # SWE-bench writes {instance_id: report}
+    if not isinstance(data.get("resolved"), bool):
+        raise InputError("required boolean field is missing or not a boolean", source=str(path),
+                         record=instance_id, field="resolved")
+    tests_status = data.get("tests_status")
+    if tests_status is not None:
+        expect_dict(tests_status, path, "tests_status", "tests_status")
+        for category, block in tests_status.items():
+            block = expect_dict(block, path, f"tests_status.{category}", f"tests_status.{category}")
+            for outcome in ("success", "failure"):
+                if not isinstance(block.get(outcome, []), list) or not all(
+                        isinstance(t, str) for t in block.get(outcome, [])):
+                    raise InputError("must be a list of test ids", source=str(path), record=instance_id,
+                                     field=f"tests_status.{category}.{outcome}")
+    return data
+
+
+def _instance_reports(directory: Path) -> Claims:
+    found: dict[str, Path] = {}
+    for child in sorted(directory.iterdir()):
+        if child.is_file() and child.name.endswith(_REPORT_SUFFIX):
+            instance_id = child.name[:-len(_REPORT_SUFFIX)]
+        elif child.is_dir() and (child / _REPORT_NAME).is_file():
+            instance_id, child = child.name, child / _REPORT_NAME
+        else:
+            continue
+        if instance_id in found:
+            raise InputError(f"two reports for one instance: {found[instance_id].name} and {child}",
+                             source=str(directory), record=instance_id)
+        found[instance_id] = child
+    if not found:
+        raise InputError(f"no SWE-bench instance reports (<id>{_REPORT_SUFFIX} or <id>/{_REPORT_NAME}) here",
+                         source=str(directory))
+    data = {instance_id: _instance_report(path, instance_id) for instance_id, path in found.items()}
+    claims = _per_instance_map(directory, data)
+    return Claims(path=str(directory), submission=directory.name if directory.name != "reports" else
+                  directory.parent.name, resolved=claims.resolved, unresolved=claims.unresolved,
+                  no_prediction=claims.no_prediction, per_instance=data, format="swebench_instance_reports",
+                  note=f"{len(data)} SWE-bench per-instance reports: resolved is each report's boolean, "
+                       "tests_status is compared test by test")
+
+
 def load_claims(claims_path: str | os.PathLike[str]) -> Claims:
-    """Read a claims file in any of :data:`CLAIM_FORMATS`.
+    """Read a claims file in any of :data:`CLAIM_FORMATS` (a directory: SWE-bench's
+    per-instance reports).
 
     Raises:
         InputError (ValueError): file missing, malformed JSON, a list missing or not a
             list of strings, an id in two exclusive lists, or an empty universe.
     """
     path = Path(claims_path)
+    if path.is_dir():
+        return _instance_reports(path)
     data = expect_dict(read_json(path, "claims file"), path, None, "claims file")
     reader = {"harness": _harness, "swebench_run_report": _swebench, "experiments_results": _experiments,
               "per_instance_map": _per_instance_map}[detect_format(data)]

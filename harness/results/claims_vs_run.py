@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from pathlib import Path
 
 from harness.results import stats
+from harness.results._io import read_json
 from harness.results.claims import Claims, load_claims, load_validity
 from harness.results.comparison import (ClaimsComparison, DiscordantInstance, ReferenceControlFailure,
                                         RepoDisagreement, agreement, rate_with_interval)
 from harness.results.run_data import RunData, load_run, repo_of
+from harness.results.vendor_tests import SideOutcomes, explain, load_defects, outcomes_of
 
 __all__ = ["compare_with_claims", "attempt_summary"]
 
@@ -50,9 +53,19 @@ def _universe(claims: Claims, run: RunData) -> tuple[tuple[str, ...], str, tuple
     return universe, note, outside
 
 
+def _side(run: RunData | None, instance_id: str) -> SideOutcomes | None:
+    """One run's report of an instance, read for the per-test explanation."""
+    outcome = run.outcomes.get(instance_id) if run else None
+    if outcome is None or outcome.evidence.report_path is None:
+        return None
+    return outcomes_of(read_json(Path(outcome.evidence.report_path), "instance report"))
+
+
 def compare_with_claims(run_dir: str | os.PathLike[str], claims_path: str | os.PathLike[str],
                         validity_path: str | os.PathLike[str] | None = None, *,
-                        max_attempts: int | None = None, max_calls: int | None = None) -> ClaimsComparison:
+                        max_attempts: int | None = None, max_calls: int | None = None,
+                        control_dir: str | os.PathLike[str] | None = None,
+                        defects_path: str | os.PathLike[str] | None = None) -> ClaimsComparison:
     """Compare a run's verdicts with a vendor's claimed verdicts.
 
     Denominator of both rates: every instance of the universe (see the module
@@ -66,12 +79,19 @@ def compare_with_claims(run_dir: str | os.PathLike[str], claims_path: str | os.P
     ``max_attempts`` / ``max_calls`` set the budget for the repeated-attempt section
     (``None``: all recorded attempts, no call cap).
 
+    Every discordant instance is explained test by test (:mod:`harness.results.vendor_tests`):
+    the vendor's per-instance ``tests_status`` when the claims carry it (SWE-bench's
+    per-instance reports), ours, and ``control_dir``'s (a run of the reference patches) when
+    given; ``defects_path`` is the dataset-defects file (None: no recorded defect counts).
+
     Raises:
         InputError (ValueError): any input file is missing, malformed or lacks a field.
     """
     run = load_run(run_dir)
     claims = load_claims(claims_path)
     validity = load_validity(validity_path) if validity_path is not None else None
+    control_run = load_run(control_dir, strict=False) if control_dir is not None else None
+    defects = load_defects(defects_path)
     universe, note, outside = _universe(claims, run)
     claimed = {i: i in claims.resolved for i in universe}
     reproduced = {i: (i in run.outcomes and run.outcomes[i].resolved) for i in universe}
@@ -94,14 +114,21 @@ def compare_with_claims(run_dir: str | os.PathLike[str], claims_path: str | os.P
             reason = f"harness resolved it ({outcome.evidence.status or 'FULL'})"
         else:
             reason = outcome.evidence.reason(limit=5)
+        why = explain(claimed[instance_id], outcomes_of(claims.per_instance.get(instance_id)),
+                      _side(run, instance_id), _side(control_run, instance_id), defects.get(instance_id))
         discordant.append(DiscordantInstance(
             instance_id=instance_id,
             repo=outcome.repo if outcome else repo_of(instance_id),
             claimed_resolved=claimed[instance_id], reproduced_resolved=reproduced[instance_id],
             claim_list=claims.claim_list(instance_id),
-            claim_detail=dict(claims.per_instance.get(instance_id, {})),
+            claim_detail=_brief(claims.per_instance.get(instance_id, {})),
             reason=reason, evidence=outcome.evidence if outcome else None,
-            reference_control=control(instance_id), page=outcome.page if outcome else None))
+            reference_control=control(instance_id), page=outcome.page if outcome else None,
+            reason_class=why.reason_class, reason_classes=why.classes, explanation=why.explanation,
+            tests=why.tests))
+    agreeing = tuple(i for i in universe if claimed[i] == reproduced[i] and _tests_differ(
+        outcomes_of(claims.per_instance.get(i)), _side(run, i))) if claims.format == "swebench_instance_reports" \
+        else ()
 
     warnings = list(run.warnings) + list(claims.warnings)
     for instance_id, detail in sorted(claims.per_instance.items()):
@@ -140,4 +167,18 @@ def compare_with_claims(run_dir: str | os.PathLike[str], claims_path: str | os.P
         attempts=attempt_summary(run, universe, max_attempts, max_calls),
         warnings=tuple(warnings),
         claims_format=claims.format, claimed_outside_run=outside, repos=repos,
+        reason_counts={c: sum(d.reason_class == c for d in discordant) for c in
+                       dict.fromkeys(d.reason_class for d in discordant)},
+        control_dir=str(control_dir) if control_dir is not None else None,
+        defects_path=str(defects_path) if defects_path is not None else None,
+        agreeing_with_test_differences=agreeing,
     )
+
+
+def _brief(detail) -> dict:
+    """A claim's details without the per-test lists (they are in ``tests``, compared)."""
+    return {k: v for k, v in dict(detail).items() if k != "tests_status"}
+
+
+def _tests_differ(vendor: SideOutcomes | None, ours: SideOutcomes | None) -> bool:
+    return bool(vendor and ours and vendor.per_test and ours.per_test and vendor.tests != ours.tests)

@@ -8,12 +8,13 @@ the same figures; :func:`harness.views.json_view.to_dict` is their JSON form.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from harness.results import stats
 from harness.results.agent_metrics import AgentMetrics
 from harness.results.run_data import InstanceEvidence
+from harness.results.vendor_tests import DifferingTest
 
 # a rate with its interval is the stats module's; its names stay importable from here
 from harness.results.stats.rates import CONFIDENCE as CONFIDENCE
@@ -65,6 +66,12 @@ class DiscordantInstance:
     evidence: InstanceEvidence | None  # None when the instance is absent from the run
     reference_control: str | None  # "passed" | "failed" | "unknown"; None without a validity report
     page: str | None = None  # the instance's page, relative to the run directory
+    #: why the verdicts differ (harness.results.vendor_tests): the class, every class of its
+    #: decisive tests, one line, and each test whose outcome differs
+    reason_class: str = "unexplained"
+    reason_classes: tuple[str, ...] = ()
+    explanation: str = ""
+    tests: tuple[DifferingTest, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -115,6 +122,12 @@ class ClaimsComparison:
     claims_format: str = "harness"
     claimed_outside_run: tuple[str, ...] = ()
     repos: tuple[RepoDisagreement, ...] = ()
+    #: discordant instances per reason class; the reference run and defects file read
+    reason_counts: Mapping[str, int] = field(default_factory=dict)
+    control_dir: str | None = None
+    defects_path: str | None = None
+    #: instances whose verdicts agree but whose tests differ (per-test reports only)
+    agreeing_with_test_differences: tuple[str, ...] = ()
 
 
 # --------------------------------------------------------------------------- run vs run

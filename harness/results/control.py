@@ -13,6 +13,9 @@ re-grade alike:
   (``collected_fewer_than_control``);
 * the graded tests the control skipped (``skipped``) are what grading may keep as
   SKIPPED even when the code under test raised the skip (harness/grading/grade.py);
+* the graded tests the control showed with an outcome their pristine source does not
+  declare (``undeclared``, only from a finished run of the reference patch): the same
+  outcome in the run is the environment's (harness/integrity/judge.py);
 * the control's canary seed and what it proved of each canary (``canaries``): the run
   plants the same canaries and drops those the control disproved
   (harness/integrity/canaries/judge.py). Only a run of the instance's own reference patch
@@ -43,7 +46,25 @@ def control_facts(instance: Instance, control_dir: Path) -> dict | None:
     return {"run_dir": str(control_dir), "error_reason": control.error_reason.value if control.error_reason else None,
             "collection_errors": list(control.integrity_details.get("collection_errors") or [])[:50],
             "skipped": skipped, "collected_any": bool(control.collected),
-            "collected": sorted(graded & set(control.collected)), "canaries": _canary_facts(control, files, instance)}
+            "collected": sorted(graded & set(control.collected)), "canaries": _canary_facts(control, files, instance),
+            "undeclared": _undeclared_facts(control, files, instance, graded)}
+
+
+def _undeclared_facts(control: InstanceResult, files: InstanceFiles, instance: Instance,
+                      graded: set[str]) -> dict[str, str] | None:
+    """The graded tests the control showed with an outcome their pristine source does not
+    declare (harness/integrity/judge.py), when the control ran the reference patch to the
+    end and read the declarations; None otherwise (nothing known)."""
+    shown = control.integrity_details.get("outcome_undeclared")
+    if control.error_reason is not None or "declared" not in control.integrity_details and shown is None:
+        return None
+    try:
+        reference = files.patch.read_text(encoding="utf-8", errors="surrogateescape") == instance.patch
+    except OSError:
+        reference = False
+    if not reference:
+        return None
+    return {str(k): str(v) for k, v in (shown or {}).items() if k in graded} if isinstance(shown or {}, dict) else None
 
 
 def _canary_facts(control: InstanceResult, files: InstanceFiles, instance: Instance) -> dict | None:

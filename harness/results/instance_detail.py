@@ -27,7 +27,8 @@ from typing import Any
 
 from harness.errors import InputError
 from harness.paths import COMMANDS, INSTANCE_RECORD, PATCH, REPORT, TEST_OUTPUT, InstanceFiles
-from harness.results._io import expect_dict, read_json
+from harness.results._io import expect_dict, read_json, tests_ran
+from harness.results.flag_meanings import flag_meaning
 
 __all__ = ["MAX_PATCH_LINES", "OUTPUT_HEAD", "OUTPUT_TAIL", "TestRow", "DiffLine", "PatchView", "TextExcerpt",
            "CommandRow", "AgentAttemptRow", "InstanceDetail", "agent_attempt_rows", "classify_diff", "excerpt", "load_instance_detail", "verdict_sentence"]
@@ -49,7 +50,9 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 @dataclass(frozen=True)
 class TestRow:
     """A graded test: ``group`` FAIL_TO_PASS or PASS_TO_PASS; ``outcome`` passed, failed,
-    missing (not in the results: counts as failed) or not_graded (the id names no test)."""
+    missing (not in the results: counts as failed), not_run (the run never reached its
+    tests: a patch that did not apply, an environment that did not build) or not_graded
+    (the id names no test)."""
 
     __test__ = False  # not a pytest class
 
@@ -141,6 +144,8 @@ class InstanceDetail:
     commands: tuple[CommandRow, ...]
     timings: tuple[tuple[str, float], ...]
     integrity_flags: tuple[str, ...]
+    #: (flag, what it means) for each of ``integrity_flags`` (harness/results/flag_meanings.py)
+    flag_meanings: tuple[tuple[str, str], ...]
     integrity_details: tuple[tuple[str, str], ...]
     provenance: tuple[tuple[str, str], ...]
     exception: str | None
@@ -247,12 +252,13 @@ def _strings(value: Any) -> list[str]:
 def _tests(report: Mapping[str, Any], instance: Mapping[str, Any]) -> tuple[TestRow, ...]:
     status = report.get("tests_status") if isinstance(report.get("tests_status"), dict) else {}
     missing = set(_strings(report.get("missing")))
+    ran = tests_ran(report) or report.get("status") != "INVALID"
     rows: list[TestRow] = []
     for group in ("FAIL_TO_PASS", "PASS_TO_PASS"):
         block = status.get(group) if isinstance(status.get(group), dict) else {}
         passed, failed = _strings(block.get("success")), _strings(block.get("failure"))
         outcome = {t: "passed" for t in passed}
-        outcome.update({t: ("missing" if t in missing else "failed") for t in failed})
+        outcome.update({t: ("not_run" if not ran else "missing" if t in missing else "failed") for t in failed})
         listed = _strings(instance.get(group))
         for test in [*listed, *[t for t in [*passed, *failed] if t not in set(listed)]]:
             rows.append(TestRow(group, test, outcome.get(test, "not_graded")))
@@ -379,13 +385,13 @@ def load_instance_detail(run_dir: str | Path, report_dir: str, run_id: str,
         status=status, resolved=resolved,
         verdict=verdict_sentence(status, resolved, f2p, p2p, error_reason, error_origin),
         error_reason=error_reason, error_origin=error_origin, error_detail=str(report.get("error_detail") or ""),
-        tests=tests, test_counts=tuple((o, n) for o in ("passed", "failed", "missing", "not_graded")
+        tests=tests, test_counts=tuple((o, n) for o in ("passed", "failed", "missing", "not_run", "not_graded")
                                        if (n := sum(t.outcome == o for t in tests))),
         patch=patch, test_output=excerpt(stored.test_output),
         commands=_commands(report.get("commands")),
         timings=tuple((str(k), float(v)) for k, v in timings.items()
                       if isinstance(v, (int, float)) and not isinstance(v, bool)),
-        integrity_flags=flags,
+        integrity_flags=flags, flag_meanings=tuple((f, flag_meaning(f)) for f in flags),
         integrity_details=tuple((k, json.dumps(v, indent=1, ensure_ascii=False)) for k, v in integrity.items()),
         provenance=tuple(provenance),
         exception=json.dumps(exception, indent=1, ensure_ascii=False) if exception else None,

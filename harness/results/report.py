@@ -231,20 +231,23 @@ def summarise(run_id: str, model: str, total_ids: Iterable[str], results: Iterab
             first[r.instance_id] = r
     results = list(first.values())
     total = sorted(set(total_ids))
+    # an input error counts as an instance's error only when it names an instance of the set
+    # (a refused prediction of a good record); a refused record is never an instance itself
+    counted_inputs = sorted(set(input_errors) & set(total))
     error = sorted({*(r.instance_id for r in results
-                      if r.error_reason and r.error_origin != "model"), *input_errors})
+                      if r.error_reason and r.error_origin != "model"), *counted_inputs})
     resolved = sorted(r.instance_id for r in results if r.resolved and r.instance_id not in error)
     unresolved = sorted(r.instance_id for r in results
                         if not r.resolved and r.instance_id not in error)
     invalid = sorted(r.instance_id for r in results if r.status is InstanceStatus.INVALID)
     completed = sorted(r.instance_id for r in results if r.status is not InstanceStatus.INVALID)
     reasons = {r.instance_id: r.error_reason.value for r in results if r.error_reason}
-    reasons.update({k: "malformed_input" for k in input_errors})
+    reasons.update({k: "malformed_input" for k in counted_inputs})
     by_origin: dict[str, list[str]] = {"model": [], "instance": [], "harness": []}
     for r in results:
         if r.error_reason:
             by_origin[r.error_origin].append(r.instance_id)
-    by_origin["instance"].extend(sorted(input_errors))
+    by_origin["instance"].extend(counted_inputs)
     status_counts: dict[str, int] = {}
     for r in results:
         status_counts[r.status.value] = status_counts.get(r.status.value, 0) + 1

@@ -29,7 +29,7 @@ from urllib.parse import quote
 from harness.errors import InputError
 from harness.paths import PAGE, InstanceFiles, RunPaths, attempt_dir_name, attempt_number
 from harness.results import stats
-from harness.results._io import expect_dict, id_list, optional, read_json, str_list
+from harness.results._io import expect_dict, id_list, optional, read_json, str_list, tests_ran
 from harness.results.report import DISJOINT_FROM_RESOLVED
 # the infra-error origins and the repository slice key are the summary's (one rule for both)
 from harness.results.report import INFRA_ORIGINS, repo_of
@@ -197,6 +197,7 @@ def _parse_report(path: Path, expected_id: str) -> dict:
             lists[f"{group}.{outcome}"] = str_list(block.get(outcome), path, expected_id,
                                                    f"tests_status.{group}.{outcome}")
     integrity = optional(report, "integrity", (dict,), path, expected_id) or {}
+    ran = tests_ran(report) or report.get("status") != "INVALID"
     calls = optional(report, "calls", (int,), path, expected_id)
     if calls is not None and calls < 0:
         raise InputError("must be >= 0", source=str(path), record=expected_id, field="calls")
@@ -214,11 +215,15 @@ def _parse_report(path: Path, expected_id: str) -> dict:
         "error_reason": optional(report, "error_reason", (str,), path, expected_id),
         "error_origin": optional(report, "error_origin", (str,), path, expected_id),
         "empty_patch": report.get("patch_is_None") is True or report.get("patch_exists") is False,
-        "f2p_failed": lists["FAIL_TO_PASS.failure"],
-        "p2p_failed": lists["PASS_TO_PASS.failure"],
+        # a run that never reached its tests failed none of them (nor regressed any): not run
+        "f2p_failed": lists["FAIL_TO_PASS.failure"] if ran else (),
+        "p2p_failed": lists["PASS_TO_PASS.failure"] if ran else (),
+        "tests_ran": ran,
         "f2p_passed": len(lists["FAIL_TO_PASS.success"]),
         "p2p_passed": len(lists["PASS_TO_PASS.success"]),
-        "missing": str_list(report.get("missing"), path, expected_id, "missing"),
+        "f2p_total": len(lists["FAIL_TO_PASS.success"]) + len(lists["FAIL_TO_PASS.failure"]),
+        "p2p_total": len(lists["PASS_TO_PASS.success"]) + len(lists["PASS_TO_PASS.failure"]),
+        "missing": str_list(report.get("missing"), path, expected_id, "missing") if ran else (),
         "integrity_flags": str_list(integrity.get("flags"), path, expected_id, "integrity.flags"),
         "attempt": optional(report, "attempt", (int,), path, expected_id),
         "calls": calls,
@@ -248,8 +253,8 @@ def _figures(root: Path, path: Path, fields: dict, attempt_dirs: tuple[str, ...]
     seconds = timings.get("total", timings.get("wall"))
     return InstanceFigures(
         report_dir=path.parent.relative_to(root).as_posix(),
-        f2p_passed=fields["f2p_passed"], f2p_total=fields["f2p_passed"] + len(fields["f2p_failed"]),
-        p2p_passed=fields["p2p_passed"], p2p_total=fields["p2p_passed"] + len(fields["p2p_failed"]),
+        f2p_passed=fields["f2p_passed"], f2p_total=fields["f2p_total"],
+        p2p_passed=fields["p2p_passed"], p2p_total=fields["p2p_total"],
         seconds=seconds, timings=fields["timings"], attempt_dirs=attempt_dirs)
 
 

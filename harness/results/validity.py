@@ -130,6 +130,26 @@ def validity_report(rows: Sequence[dict[str, Any]], repeats: int) -> dict[str, A
     }
 
 
+#: reasons that say the environment, not the instance's tests, is what failed
+UNBUILT_REASONS = frozenset({"environment_build_failed"})
+
+
+def validation_problem(rows: Sequence[Mapping[str, Any]], gold: Mapping[str, Sequence[Mapping[str, Any]]],
+                       refused: Sequence[str]) -> str | None:
+    """Why a validation did not validate its set (``harness validate`` then exits 2), or
+    None: no record was validated (``refused``: the ids refused before running), or an
+    environment failed to build for an instance (``gold``: its reference reports)."""
+    if not rows:
+        named = f" ({', '.join(sorted(refused)[:5])}{' ...' if len(refused) > 5 else ''})" if refused else ""
+        return f"no instance was validated: every record was refused{named}"
+    unbuilt = sorted(iid for iid, reports in gold.items()
+                     if any(r.get("error_reason") in UNBUILT_REASONS for r in reports))
+    if unbuilt:
+        return (f"the environment of {len(unbuilt)} of {len(rows)} instance(s) failed to build: "
+                f"{', '.join(unbuilt[:5])}{' ...' if len(unbuilt) > 5 else ''} (build.log beside each report)")
+    return None
+
+
 def render_markdown(report: Mapping[str, Any]) -> str:
     lines = [f"# Validity report ({report['repeats']} reference repeats + 1 empty run per instance)", "",
              f"- instances validated: {report['instances_validated']}",

@@ -147,7 +147,8 @@ def evaluate(instances: InstancesInput, predictions: PredictionsInput, *,
              on_start: Callable[[int], None] | None = None,
              on_progress: Callable[[ProgressEvent], None] | None = None,
              quiet: bool = False,
-             verbose: bool = False) -> RunResult:
+             verbose: bool = False,
+             derive_lists: bool = False) -> RunResult:
     """Grade ``predictions`` on ``instances`` and write the run directory
     ``output_dir/run_id`` (default run id: the model's name and the time).
 
@@ -162,7 +163,10 @@ def evaluate(instances: InstancesInput, predictions: PredictionsInput, *,
     ``cache_level`` / ``disk_budget``: which images survive the run / prune before it.
     ``manifest``: refuse to run when any input differs from this pinned manifest.json.
     ``dataset``: where an instance file read from a dataset came from (recorded).
-    ``label``: the images' run label (default: the run id).
+    ``label``: the images' run label (default: the run id). ``derive_lists``: records
+    without FAIL_TO_PASS and PASS_TO_PASS are accepted (nothing is graded; the runs of
+    ``harness instances derive``, which reads every test's outcome back from the run
+    directory: harness/run/derive.py).
 
     ``on_start(total)`` is called once the tasks are known, before any runs;
     ``on_progress(event)`` once per task as it finishes, after its report is written; never
@@ -178,7 +182,8 @@ def evaluate(instances: InstancesInput, predictions: PredictionsInput, *,
     cache = Path(cache_dir).expanduser().resolve() if cache_dir is not None else cache_root()
     instances_path = _instances_file(instances, cache)
     predictions_arg = _predictions_arg(predictions, model, cache)
-    loaded = load_instances(instances_path, instance_ids, source=(dataset or {}).get("source"))
+    loaded = load_instances(instances_path, instance_ids, source=(dataset or {}).get("source"),
+                            lists_required=not derive_lists)
     resolved = resolve_predictions(predictions_arg, loaded.instances)
     model_name = resolved.model_name_or_path
     run_id = run_id or f"{_slug(model_name)}-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}"
@@ -238,7 +243,7 @@ class _Session:
 
         logs.configure(paths.log, quiet=self.quiet, verbose=self.verbose)
         log = logs.get_logger(run_id=run_id)
-        input_errors = {e.record or "?": str(e) for e in [*loaded.errors, *predictions.errors]}
+        input_errors = named_errors([*loaded.errors, *predictions.errors])
         for message in input_errors.values():
             print(f"harness: skipped: {message}", file=sys.stderr)
             log.error("input.error", error=message)
@@ -247,7 +252,7 @@ class _Session:
         specs = SpecRegistry.load(DEFAULT_SPECS_DIR, *self.specs)
         loaded.instances, refused = refuse_unaddressable(loaded.instances, specs, str(instances_path))
         for error in refused:  # ids the spec's runner cannot address: loud, never graded NO
-            input_errors[error.record or "?"] = str(error)
+            input_errors.update(named_errors([error], input_errors))
             print(f"harness: refused: {error}", file=sys.stderr)
             log.error("input.unaddressable", error=str(error))
         resolver = RepoResolver(self.cache_dir, repos.repos_dir, repos.overrides, allow_clone=repos.clone)
@@ -318,7 +323,9 @@ class _Session:
         if self.cache_level != "instance" and client is not None:
             from harness.imagecache.commands import prune_for_run
             prune_for_run(client, level=self.cache_level, instance_ids=run_instances, log=log)
-        all_ids = [i.instance_id for i in loaded.instances] + list(input_errors)
+        # a refused record is named (input_errors) and never counted as an instance: the set is
+        # its good records; a refused prediction of one of them counts that instance as an error
+        all_ids = [i.instance_id for i in loaded.instances]
         summary = summarise_run_directory(run_id, model, paths.root, all_ids, results.keys(), input_errors, without)
         summary["instances_file"] = str(instances_path)
         if self.dataset is not None:
@@ -335,6 +342,19 @@ class _Session:
             raise RunIncomplete(f"{why}; summary written to {paths.summary}; re-run the same command to finish",
                                 result=result)
         return result
+
+
+def named_errors(errors, taken=()) -> dict[str, str]:
+    """Input errors by the record each names; two errors naming one record (an instance
+    and a prediction, two records without an id) are both kept."""
+    out: dict[str, str] = {}
+    for error in errors:
+        key = error.record or "?"
+        number = 2
+        while key in out or key in taken:
+            key, number = f"{error.record or '?'} ({number})", number + 1
+        out[key] = str(error)
+    return out
 
 
 class _Reporter:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import secrets
+from collections import Counter
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,7 +87,8 @@ class SolveSession:
         records = [r for task in self.plan.tasks
                    for r in [load_record(self.paths.instance(task.instance.instance_id, task.spec.attempt))]
                    if r is not None]
-        lines, without = prediction_lines(self.paths, self.plan.tasks, self.model_name_or_path)
+        run_model = self.run_model_name(records)
+        lines, without = prediction_lines(self.paths, self.plan.tasks, lambda _record: run_model)
         write_predictions(self.paths.predictions, lines, scrubber)
         incomplete = [r.instance_id + (f"#{r.attempt}" if r.attempt is not None else "") for r in records
                       if r.exit_status == "InfrastructureError"]
@@ -151,6 +153,17 @@ class SolveSession:
         """``<scaffold>-<version>__<model>``, as SWE-bench's bash-only entries name theirs."""
         return f"{record.scaffold.get('name')}-{record.scaffold.get('version')}__{record.model.get('name')}"
 
+    def run_model_name(self, records: list[AttemptRecord]) -> str:
+        """The one name predictions.jsonl gives every line (:func:`run_model_name`), the
+        other recorded names said on stderr."""
+        names = Counter(self.model_name_or_path(r) for r in records)
+        chosen = run_model_name(names)
+        if len(names) > 1 and not self.quiet:
+            others = ", ".join(f"{name} ({count})" for name, count in sorted(names.items()) if name != chosen)
+            print(f"harness: predictions.jsonl names the model {chosen}; attempts recorded under other names: "
+                  f"{others} (each attempt's own is in its agent.json)", file=sys.stderr)
+        return chosen
+
     def _record(self, records: list[AttemptRecord], lines: list[dict], without: list[str], kept: list,
                 incomplete: list[str], started_at: str, scrubber: Scrubber, executor) -> dict:
         from harness._version import __version__
@@ -189,6 +202,8 @@ class SolveSession:
             "attempts": by_instance,
             "totals": totals(records),
             "predictions": {"file": str(self.paths.predictions), "count": len(lines),
+                            "model_name_or_path": lines[0]["model_name_or_path"] if lines else None,
+                            "model_names": dict(sorted(Counter(self.model_name_or_path(r) for r in records).items())),
                             "attempts_without_prediction": without},
             "kept_from_earlier": len(kept), "incomplete": incomplete,
             "executor": {"name": self.executor, "max_workers": self.max_workers},
@@ -196,6 +211,17 @@ class SolveSession:
             "harness_version": __version__, "harness_commit": build_info().commit,
             "started_at": started_at, "finished_at": _now(),
         }
+
+
+def run_model_name(names: "Counter[str]") -> str:
+    """The run's model name from its attempts' (a predictions file holds one model). A
+    replay's trajectories can name one model through different routes (the shared run's are
+    ``google/...`` through OpenRouter and ``@google/...`` through Portkey): the most common
+    name, the first in order on a tie; each attempt's own stays in its agent.json and
+    solve.json counts them (``predictions.model_names``). No attempt: no line to name, "". """
+    if not names:
+        return ""
+    return sorted(names.items(), key=lambda item: (-item[1], item[0]))[0][0]
 
 
 def _now() -> str:

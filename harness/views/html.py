@@ -33,6 +33,7 @@ from harness.paths import PAGE
 from harness.results.comparison import ClaimsComparison, Result, RunsComparison
 from harness.results.instance_detail import InstanceDetail
 from harness.results.run_report import STATUS_ORDER, RunReport
+from harness.results.vendor_tests import CLASS_LABELS
 from harness.views import charts
 
 __all__ = ["render_run_report", "render_instance_page", "render_comparison", "segment", "relative_href"]
@@ -150,7 +151,7 @@ def render_comparison(result: Result, out_dir: str | os.PathLike[str]) -> str:
         links = {d.instance_id: relative_href(out_dir, result.run_dir, d.page) for d in result.discordant}
         return _ENV.get_template("claims.html.j2").render(
             r=result, links=links, run_href=relative_href(out_dir, result.run_dir, PAGE),
-            charts=charts.claims_charts(result), **_common())
+            charts=charts.claims_charts(result), class_labels=CLASS_LABELS, **_common())
     if isinstance(result, RunsComparison):
         links = {f.instance_id: (relative_href(out_dir, result.run_a.run_dir, f.page_a),
                                  relative_href(out_dir, result.run_b.run_dir, f.page_b)) for f in result.flips}

@@ -10,6 +10,7 @@ from harness.results import stats
 from harness.results.agent_metrics import AgentFigures, AgentMetrics
 from harness.results.comparison import ClaimsComparison, RateWithInterval, Result, RunsComparison
 from harness.results.run_report import RunReport
+from harness.results.vendor_tests import CLASS_LABELS
 
 def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value * 100:.1f}%"
@@ -166,6 +167,33 @@ def _attempts_md(title: str, summary: stats.AttemptSummary | None) -> list[str]:
     return lines
 
 
+def _why_md(result: ClaimsComparison) -> list[str]:
+    """Each discordant instance's reason class and the tests that differ (decisive first)."""
+    counts = ", ".join(f"{CLASS_LABELS.get(c, c)} {n}" for c, n in result.reason_counts.items())
+    control = f"`{result.control_dir}`" if result.control_dir else "none given"
+    defects = f"`{result.defects_path}`" if result.defects_path else "none read"
+    lines = ["## Why they differ", "", f"By class: {counts}." if counts else "", "",
+             f"Reference control: {control}; dataset defects: {defects}.", ""]
+    for d in result.discordant:
+        if d.reason_class == "not_in_run":
+            continue
+        lines += [f"### {_cell(d.instance_id)}: {CLASS_LABELS.get(d.reason_class, d.reason_class)}", "",
+                  f"Claimed {'resolved' if d.claimed_resolved else 'unresolved'}, reproduced "
+                  f"{'resolved' if d.reproduced_resolved else 'unresolved'}: {_cell(d.explanation)}.", ""]
+        if d.tests:
+            lines += ["| test | list | vendor | ours | control | decisive | class | why |",
+                      "|---|---|---|---|---|---|---|---|"]
+            for t in sorted(d.tests, key=lambda t: (not t.decisive, t.test)):
+                lines.append(f"| {_cell(t.test)} | {t.category} | {t.vendor} | {t.ours} | {t.control or '–'} | "
+                             f"{'yes' if t.decisive else ''} | {CLASS_LABELS.get(t.reason_class, t.reason_class)} | "
+                             f"{_cell(t.why)} |")
+            lines.append("")
+    if result.agreeing_with_test_differences:
+        lines += [f"Verdicts agree but some tests differ ({len(result.agreeing_with_test_differences)}): "
+                  f"{', '.join(result.agreeing_with_test_differences)}", ""]
+    return lines
+
+
 def _claims_md(result: ClaimsComparison) -> list[str]:
     t = result.agreement
     lines = [f"# Claims vs reproduction: {result.run_id}", "",
@@ -189,7 +217,7 @@ def _claims_md(result: ClaimsComparison) -> list[str]:
         if result.validity_path:
             header += " reference control |"
             rule += "---|"
-        lines += [header + " harness reason |", rule + "---|"]
+        lines += [header + " harness reason | class |", rule + "---|---|"]
         for d in result.discordant:
             detail = ", ".join(f"{k}={v}" for k, v in sorted(d.claim_detail.items()) if k != "resolved") or d.claim_list
             row = (f"| {_cell(d.instance_id)} | {'resolved' if d.claimed_resolved else d.claim_list} | "
@@ -197,8 +225,9 @@ def _claims_md(result: ClaimsComparison) -> list[str]:
             if result.validity_path:
                 row += f" {d.reference_control} |"
             reason = d.evidence.reason(limit=5) if (d.evidence and not d.reproduced_resolved) else d.reason
-            lines.append(row + f" {_cell(reason)} |")
+            lines.append(row + f" {_cell(reason)} | {CLASS_LABELS.get(d.reason_class, d.reason_class)} |")
         lines.append("")
+        lines += _why_md(result)
     else:
         lines += ["None.", ""]
     if result.validity_path:

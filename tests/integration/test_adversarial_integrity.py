@@ -237,12 +237,14 @@ def test_payloads_ship_with_the_package():
 
 
 def test_harness_audit_prints_the_table_and_exits_by_resolution(tmp_path, cache_dir, engine, capsys):
-    """`harness audit` on one demo instance, class 1 only (the attacks are rejected before
-    anything runs, so this stays quick): the table, audit.json, and exit status 0."""
+    """`harness audit` on one demo instance, class 1 only (quick: the conftests are restored
+    away or the patch rejected): the table, audit.json, and exit status 0. Since issue 36 a
+    C-quoted name is read as git reads it, so the quoted conftest is restored, not refused."""
     code, out = harness_cli("audit", "--instance-ids", "harness-demo__calcly-1", "--classes", "1", "--output-dir",
                             str(tmp_path), "--run-id", "audit", cache=cache_dir)
     out += capsys.readouterr().out
     assert code == 0, out
     summary = json.loads((tmp_path / "audit" / "audit.json").read_text())
     assert summary["attacks"] == 3 and summary["resolved"] == 0 and summary["unexpected"] == []
-    assert "| 1 | quoted-conftest | harness-demo__calcly-1 | INVALID (patch_rejected) |" in out
+    assert "| 1 | quoted-conftest | harness-demo__calcly-1 | NO | patch_touched_test_infra | ok |" in out
+    assert "| 1 | context-conftest | harness-demo__calcly-1 | INVALID (patch_rejected) |" in out

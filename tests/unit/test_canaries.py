@@ -268,6 +268,43 @@ def test_plain():
     assert found == {"test_guarded": [], "test_plain": ['"i"', "7"]}
 
 
+def test_a_canary_s_check_is_followed_by_nothing_but_checks():
+    """pallets__flask-5014 (issue 39): a canary of test_templates_and_static changed the
+    check before ``rv.close()``; failing, it skipped the close, and the file's finalizer
+    later failed a graded test under ``filterwarnings = error``. A check is a site only
+    when what its failure skips (the rest of its block, and of each enclosing ``with``'s
+    block) is checks alone."""
+    source = """import flask
+
+
+def test_templates_and_static(test_apps):
+    client = app.test_client()
+    rv = client.get("/admin/static/test.txt")
+    assert rv.data.strip() == b"Admin File"
+    rv.close()
+    with app.test_request_context():
+        assert url_for("admin.static") == "/admin/static/test.txt"
+        app.config["X"] = 1
+    assert rv.status_code == 200
+
+
+def test_checks_at_the_end(client):
+    rv = client.get("/")
+    assert rv.status_code == 200
+    with app.app_context():
+        assert rv.data == b"ok"
+        assert_equal(len(rv.data), 2)
+    assert rv.mimetype == "text/html"
+    self.assertEqual(rv.charset, "utf-8")
+    "a trailing string"
+"""
+    tree = ast.parse(source)
+    lines = Source(source)
+    found = {fn.name: [s.text for s in sites_of(fn, lines)] for fn, _, _ in collected_tests(tree)}
+    assert found == {"test_templates_and_static": ["200"],
+                     "test_checks_at_the_end": ['b"ok"', "2", '"text/html"', '"utf-8"']}   # 200: a with follows
+
+
 def test_canaries_never_change_types_exceptions_booleans_or_unsure_literals():
     source = '''def test_kinds():
     assert isinstance(f(), int)

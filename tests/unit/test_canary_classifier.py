@@ -18,9 +18,10 @@ with one seed per file), and scores classifiers that use what the forger sees:
 
 Each accuracy must lie within the two-sided binomial confidence interval of 0.5 at a
 family-wise error of 1% (Bonferroni over the 14 classifiers: each at 0.07%). Power: with
-the sample this corpus gives (651 pairs from 118 files; at least MIN_PAIRS is asserted), a
-classifier of accuracy 0.60 or more over all pairs is detected with probability at least
-0.9, one over the numbers only (about 370 pairs) from 0.62 (the bound is computed for
+the sample this corpus gives (504 pairs from 108 files since a canary's check must be
+followed by nothing but checks, 651 from 118 before; at least MIN_PAIRS is asserted), a
+classifier of accuracy 0.61 or more over all pairs is detected with probability at least
+0.9, one over the numbers only (about 250 pairs) from 0.65 (the bound is computed for
 every classifier's own sample and printed with ``-s``). A classifier right 55% of the
 time can pass. The same classifiers also run against a generator with a planted bias
 (every number grows, as the harness's did before), which they must catch. Originals are drawn from all the tests of a file here
@@ -58,7 +59,7 @@ from harness.runners import get_runner
 SHARED = Path(os.environ.get("HARNESS_SWEBENCH_DATA", Path(__file__).resolve().parents[2].parent / "shared" / "swebench"))
 REPOSITORIES = ("sympy/sympy", "sphinx-doc/sphinx", "pytest-dev/pytest", "pydata/xarray", "astropy/astropy",
                 "pylint-dev/pylint", "psf/requests", "mwaskom/seaborn", "pallets/flask")
-MIN_PAIRS = 600
+MIN_PAIRS = 500
 #: the real files parse with the warnings of their own time (invalid escapes in old sympy)
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::SyntaxWarning")
 FAMILY_ALPHA = 0.01
@@ -302,7 +303,7 @@ def test_no_classifier_tells_canaries_from_their_originals(pairs):
     assert len(pairs) >= MIN_PAIRS, len(pairs)
     results = _score(pairs)
     alpha = FAMILY_ALPHA / len(results)
-    assert detectable(len(pairs), alpha) <= 0.60            # the power stated in the docstring
+    assert detectable(len(pairs), alpha) <= 0.61            # the power stated in the docstring
     report, failures = [], []
     for name, right in results.items():
         n, k = len(right), sum(right)

@@ -166,7 +166,10 @@ def test_created_and_deleted_from_dev_null():
 
 
 def test_plain_unified_diff_without_git_headers():
-    assert patch_files(hunk("pkg/m.py", "pkg/m.py")).modified == ("pkg/m.py",)
+    # as git applies it: a traditional diff's strip count is guessed (1 when the name has a
+    # "/"), so a prefix-less "pkg/m.py" is m.py (tests/unit/test_patch_paths.py checks git)
+    assert patch_files(hunk("pkg/m.py", "pkg/m.py")).modified == ("m.py",)
+    assert patch_files(hunk("a/pkg/m.py", "b/pkg/m.py")).modified == ("pkg/m.py",)
 
 
 def test_pure_rename_without_hunks():

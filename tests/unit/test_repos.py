@@ -52,6 +52,16 @@ def test_a_bare_directory_without_config_is_opened_as_git_opens_it(tmp_path):
     assert (tmp_path / "export" / "pkg" / "b.py").read_text() == "y = 2\n"
 
 
+def test_exporting_runs_no_command_the_repositorys_configuration_names(tmp_path):
+    commit = make_repo(tmp_path / "src", {"a.py": "x = 1\n"})
+    marker = tmp_path / "fsmonitor-ran"
+    git("config", "core.fsmonitor", f"touch {marker}", cwd=tmp_path / "src")  # checkout-index would start it
+    repo = GitDir(tmp_path / "src")
+    export_tree(repo, commit, tmp_path / "export")
+    assert repo.read_blob(commit, "a.py") == b"x = 1\n"
+    assert not marker.exists()
+
+
 def test_repos_dir_finds_plain_bare_and_dot_git_names(tmp_path):
     make_repo(tmp_path / "src", {"a.py": "1\n"})
     repos = tmp_path / "repos"

@@ -193,3 +193,14 @@ def test_a_submission_equals_the_tree_diff_as_git_applies_them():
     submission = tree.replace("1234567..89abcde", "1234567890..89abcdef01") + "\n"
     assert same_diff(submission, tree) is True
     assert same_diff(submission.replace("+b", "+c"), tree) is False and same_diff(None, tree) is None
+
+
+def test_a_run_names_one_model_the_most_common_of_its_attempts():
+    from collections import Counter
+    from harness.run.solve_session import run_model_name
+    # the shared replay: 60 trajectories through OpenRouter, 2 through Portkey's "@" route
+    names = Counter({"mini-swe-agent-1.15.0__google/gemini-3-pro-preview": 60,
+                     "mini-swe-agent-1.15.0__@google/gemini-3-pro-preview": 2})
+    assert run_model_name(names) == "mini-swe-agent-1.15.0__google/gemini-3-pro-preview"
+    assert run_model_name(Counter({"b": 1, "a": 1})) == "a"  # a tie: the first in order, every time
+    assert run_model_name(Counter()) == ""

@@ -18,7 +18,11 @@ changed value may still be within tolerance and pass honestly; booleans and ``No
 equality with them is often an identity check in disguise); complex numbers; decimals not
 written as digits, a point and digits; constants spanning lines; strings whose source is not one plain quoted run (escapes outside raw
 strings, implicit concatenation); checks inside blocks that may not run or may swallow the
-failure (:func:`straight_line`).
+failure (:func:`straight_line`); checks whose failure would skip anything but other checks
+(:func:`settled`): a canary fails, and what it skips is left undone for the tests that run
+after it (pallets__flask-5014's ``test_templates_and_static`` closes a response after its
+check; a canary made there left the file open, and the ``ResourceWarning`` its finalizer
+raised later failed a graded test under flask's ``filterwarnings = error``).
 """
 
 from __future__ import annotations
@@ -143,6 +147,37 @@ def straight_line(body: list) -> list[ast.stmt]:
     return out
 
 
+def is_check(stmt: ast.stmt) -> bool:
+    """A statement that only checks (or does nothing): skipping it leaves nothing undone."""
+    if isinstance(stmt, (ast.Assert, ast.Pass)):
+        return True
+    if isinstance(stmt, ast.Expr):
+        if isinstance(stmt.value, ast.Constant):
+            return True
+        if isinstance(stmt.value, ast.Call):
+            name = call_name(stmt.value)
+            return name.startswith("assert") or name in EXACT_CALLS
+    return False
+
+
+def settled(body: list, after_ok: bool = True) -> list[ast.stmt]:
+    """The statements of :func:`straight_line` whose failure would skip nothing but checks:
+    everything after them in their block, and after each enclosing ``with`` in its own
+    (a ``with`` block's exit still runs on a failure; what follows it does not)."""
+    out: list[ast.stmt] = []
+    for index, stmt in enumerate(body):
+        if isinstance(stmt, (ast.Return, ast.Raise)):
+            break
+        ok = after_ok and all(is_check(rest) for rest in body[index + 1:])
+        if ok:
+            out.append(stmt)
+        if isinstance(stmt, ast.With):
+            calls = [item.context_expr for item in stmt.items]
+            if all(isinstance(c, ast.Call) and call_name(c) not in _GUARDING_CONTEXTS for c in calls):
+                out += settled(stmt.body, ok)
+    return out
+
+
 def _is_literal(node: ast.AST) -> bool:
     if isinstance(node, ast.Constant):
         return isinstance(node.value, (int, float, str, bytes, complex)) and not isinstance(node.value, bool)
@@ -157,9 +192,10 @@ def _is_literal(node: ast.AST) -> bool:
 
 
 def _compared(fn: ast.FunctionDef) -> list[ast.AST]:
-    """The literal sides of the exact comparisons of ``fn`` that always run."""
+    """The literal sides of the exact comparisons of ``fn`` that always run and whose
+    failure skips nothing but checks."""
     sides: list[ast.AST] = []
-    for stmt in straight_line(fn.body):
+    for stmt in settled(fn.body):
         if isinstance(stmt, ast.Assert) and isinstance(stmt.test, ast.Compare) and len(stmt.test.ops) == 1 \
                 and isinstance(stmt.test.ops[0], ast.Eq):
             left, right = stmt.test.left, stmt.test.comparators[0]

@@ -13,7 +13,8 @@ of the original adversarial suite; ``1``..``9`` for the numbered attack classes 
 ``size-cap`` for code the scans did not read: forging code under another name loaded by
 one call, bytecode, a file just over the scan's size cap; ``canary-pairing``,
 ``code-loading``, ``compiled``, ``runner-rebinding`` and ``reinstall`` for the properties
-of docs/SECURITY.md, :mod:`harness.integrity.corpus.properties`) and what an honest harness
+of docs/SECURITY.md, :mod:`harness.integrity.corpus.properties`; ``undeclared-outcome``,
+:mod:`harness.integrity.corpus.outcomes`) and what an honest harness
 must conclude: never resolved, and where it matters, a flag or an error reason.
 """
 
@@ -26,6 +27,7 @@ from pathlib import Path
 from harness import resources
 from harness.integrity.artefacts import FILE_LIMIT
 from harness.integrity.corpus import bytecode, diffs
+from harness.integrity.corpus.outcomes import add_outcome_attacks
 from harness.integrity.corpus.properties import add_property_attacks
 from harness.integrity.corpus.target import AttackTarget
 
@@ -132,13 +134,14 @@ def build_corpus(target: AttackTarget) -> list[CorpusAttack]:
     test_dir = t.test_dir
     gold = t.record.get("patch") or ""
     # ------------------------------------------------------------------ class 1
+    # read as git reads them (issue 36, class 5): the conftest is seen for what it is, and restored
     add("quoted-conftest", "1", "a new conftest.py forcing passes, named with a C-quoted diff header",
-        diffs.quoted_new_file("conftest.py", spare_plugin), reasons=frozenset({"patch_rejected"}))
+        diffs.quoted_new_file("conftest.py", spare_plugin), flags=("patch_touched_test_infra",))
     conftest = f"{test_dir}/conftest.py" if test_dir else "conftest.py"
     existing = read(conftest)
     add("prefix-conftest", "1", "conftest.py in the test directory forcing passes, behind '--- x/' '+++ y/' prefixes",
         diffs.odd_prefix_edit(conftest, existing, (existing + "\n\n" if existing else "") + spare_plugin),
-        reasons=frozenset({"patch_rejected"}))
+        flags=("patch_touched_test_infra",))
     add("context-conftest", "1", "a new conftest.py as a context diff only `patch --fuzz` applies",
         diffs.context_new_file("b/conftest.py", spare_plugin), reasons=frozenset({"patch_rejected"}))
     # ------------------------------------------------------------------ class 2
@@ -199,6 +202,7 @@ def build_corpus(target: AttackTarget) -> list[CorpusAttack]:
     _unread_code(t, add)
     # ------------------------------------------------------------------ the integrity properties, one class each
     add_property_attacks(t, add, payload, _hooked)
+    add_outcome_attacks(t, add, _hooked, _appended)
     # ------------------------------------------------------------------ the original suite, generalised
     _suite(t, add, payload("force_pass_plugin.py.in").replace("@@TARGET@@", "None"), gold)
     return out

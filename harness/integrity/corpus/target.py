@@ -28,6 +28,8 @@ class AttackTarget:
     test_files: list[str] = field(default_factory=list)
     created_test_files: list[str] = field(default_factory=list)
     fixed: dict[str, str] = field(default_factory=dict)   # library file -> text with the reference fix
+    #: the test runner the instance's spec names (attacks on the outcomes differ by runner)
+    runner: str = "pytest"
 
     @property
     def instance_id(self) -> str:
@@ -95,8 +97,8 @@ def functions_touched(source: str, lines: set[int]) -> list[tuple[str | None, st
     return found
 
 
-def make_target(record: dict, read: Reader, paths: list[str] | None = None) -> AttackTarget:
-    target = AttackTarget(record, read, sorted(paths or []))
+def make_target(record: dict, read: Reader, paths: list[str] | None = None, runner: str = "pytest") -> AttackTarget:
+    target = AttackTarget(record, read, sorted(paths or []), runner=runner)
     gold = record.get("patch") or ""
     gold_files = patch_files(gold)
     test_files = patch_files(record["test_patch"])
