@@ -15,38 +15,23 @@ real working sandboxes on the real engine, on the demo set; then graded.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
 import pytest
-import yaml
 
 from harness.agents.pins import ensure_environment, parse_pin
-from harness.agents.scaffolds.mini_swe_agent import MiniSweAgent
-from harness.inputs.demo import DEMO_DIR
+from tests.agent_live import (CALCLY_1, CALCLY_2, CALL_COST, DEMO, INVENTORY_1, KEY, MODEL, RECORDS, TEXTKIT_1,
+                              WRONG_SLUG, marker, three_attempt_scripts, with_key, write_config)
 from tests.fixtures.model_server import (COMPLETION_TOKENS, PROMPT_TOKENS, SUBMIT, apply_patch_reply, bash_reply,
                                          scripted_model)
 from tests.fixtures.services import harness_cli
 
 pytestmark = [pytest.mark.engine]
 
-KEY = "sk-planted-test-key-7f3a9c1e5b2d4680"
-MODEL = "openai/gpt-4o-mini"
-#: litellm's price of one scripted reply for gpt-4o-mini ($0.15 / 1M in, $0.60 / 1M out)
-CALL_COST = PROMPT_TOKENS * 0.15e-6 + COMPLETION_TOKENS * 0.6e-6
-DEMO = DEMO_DIR / "instances.jsonl"
-RECORDS = {r["instance_id"]: r for r in map(json.loads, DEMO.read_text().splitlines())}
-CALCLY_1, CALCLY_2 = "harness-demo__calcly-1", "harness-demo__calcly-2"
-TEXTKIT_1, INVENTORY_1 = "harness-demo__textkit-1", "harness-demo__inventory-1"
-WRONG_SLUG = bash_reply("sed -i 's/strip().lower()/strip()/' textkit/slug.py && echo edited", "A wrong fix.")
 #: what the sandbox sees of the keys: nothing (deterministic output, so replays agree)
 NO_KEY_IN_SANDBOX = bash_reply('env | grep -c "sk-planted"; echo "${OPENAI_API_KEY:-unset} '
                                '${MSWEA_MODEL_API_KEY:-unset}"', "Looking at the environment.")
-
-
-def marker(instance_id: str) -> str:
-    return RECORDS[instance_id]["problem_statement"][:60]
 
 
 def live_scripts() -> dict:
@@ -65,18 +50,6 @@ def planted_key(monkeypatch):
 @pytest.fixture(scope="module")
 def scaffold_environment(cache_dir):
     return ensure_environment(parse_pin(), cache_dir)
-
-
-def write_config(path: Path, environment, url: str) -> Path:
-    """The pinned version's own SWE-bench config, its model sent to the scripted server."""
-    config = MiniSweAgent().default_config(environment.root)
-    config["model"]["model_kwargs"] = {**config["model"].get("model_kwargs", {}), "api_base": url}
-    path.write_text(yaml.safe_dump(config))
-    return path
-
-
-def with_key() -> dict:
-    return {**os.environ, "OPENAI_API_KEY": KEY, "MSWEA_MODEL_API_KEY": KEY}
 
 
 def files_holding(root: Path, secret: str) -> list[str]:
@@ -232,10 +205,7 @@ def test_three_attempts_give_pass_at_k_pass_hat_k_cost_per_resolved_and_step_per
                                                                                          cache_dir, tmp_path,
                                                                                          planted_key):
     import harness
-    fix = [apply_patch_reply(RECORDS[CALCLY_1]["patch"]), SUBMIT]
-    scripts = {marker(CALCLY_1): [fix, fix, [bash_reply("true"), SUBMIT]],   # attempts 1, 2 solve it; 3 does not
-               marker(TEXTKIT_1): [WRONG_SLUG, SUBMIT]}
-    with scripted_model(scripts) as server:
+    with scripted_model(three_attempt_scripts()) as server:     # calcly-1: 2 of 3 attempts solve it
         config = write_config(tmp_path / "config.yaml", scaffold_environment, server.url)
         result = harness.solve(DEMO, model=MODEL, config=config, attempts=3, budgets=harness.Budgets(step_limit=2),
                                run_id="three", output_dir=tmp_path / "runs", cache_dir=cache_dir, max_workers=1,
@@ -253,6 +223,39 @@ def test_three_attempts_give_pass_at_k_pass_hat_k_cost_per_resolved_and_step_per
     assert metrics["cost"]["per_resolved_instance"] == pytest.approx(result.solve["totals"]["cost"])
     assert metrics["steps"]["p95"] is not None and metrics["steps"]["count"] == 12
     assert "| 3 |" in (run / "report.md").read_text() and "pass@3" in (run / "report.md").read_text()
+
+
+#: an agent that forges every outcome with a conftest.py, then commits it so that its own submission is empty
+FORGING_AGENT = bash_reply("cat > tests/conftest.py <<'EOF'\n"
+                           "import pytest\n\n\n"
+                           "@pytest.hookimpl(hookwrapper=True)\n"
+                           "def pytest_runtest_makereport(item, call):\n"
+                           "    outcome = yield\n"
+                           "    outcome.get_result().outcome = 'passed'\n"
+                           "EOF\n"
+                           "git add -A && git -c user.name=agent -c user.email=agent@example.org commit -qm forge "
+                           "&& echo committed", "Making every test pass.")
+
+
+def test_an_agents_patch_is_graded_as_any_hostile_prediction_in_a_fresh_sandbox(scaffold_environment, cache_dir,
+                                                                                tmp_path, planted_key):
+    """What the agent did to its sandbox reaches grading only as the tree's patch: its commit hides
+    nothing (tree truth, not its git), and the conftest.py it wrote meets grading's defences in a
+    fresh sandbox with the pristine tests: restored, flagged, not resolved."""
+    import harness
+    with scripted_model({marker(CALCLY_2): [FORGING_AGENT, SUBMIT]}) as server:
+        config = write_config(tmp_path / "config.yaml", scaffold_environment, server.url)
+        result = harness.solve(DEMO, model=MODEL, config=config, instance_ids=[CALCLY_2], run_id="forging",
+                               output_dir=tmp_path / "runs", cache_dir=cache_dir, grade=True, quiet=True)
+    run = result.run_dir
+    record = agent(run, CALCLY_2)
+    assert record["exit_status"] == "Submitted" and record["prediction"]["files"] == ["tests/conftest.py"]
+    assert (run / CALCLY_2 / "submission.diff").read_text().strip() == ""   # its own git shows nothing
+    assert record["submission_equals_prediction"] is False
+    assert "tests/conftest.py" in (run / CALCLY_2 / "patch.diff").read_text()   # graded: the tree's patch
+    report = json.loads((run / CALCLY_2 / "report.json").read_text())
+    assert report["resolved"] is False and report["status"] != "FULL"
+    assert "patch_touched_test_infra" in report["integrity"]["flags"]
 
 
 @pytest.mark.cluster
