@@ -323,9 +323,14 @@ class _Session:
         if self.cache_level != "instance" and client is not None:
             from harness.imagecache.commands import prune_for_run
             prune_for_run(client, level=self.cache_level, instance_ids=run_instances, log=log)
-        # a refused record is named (input_errors) and never counted as an instance: the set is
-        # its good records; a refused prediction of one of them counts that instance as an error
-        all_ids = [i.instance_id for i in loaded.instances]
+        # a refused record is named (input_errors). One that names its instance (a string id:
+        # a malformed field, a runner that cannot address its tests) is that instance, counted
+        # as an error, so the set's denominator keeps every instance asked for; a record with no
+        # usable id (#N) names no instance and is never counted. A refused prediction of a good
+        # record counts that instance as an error.
+        good_ids = [i.instance_id for i in loaded.instances]
+        refused_ids = {e.record for e in [*loaded.errors, *refused] if names_an_instance(e.record)}
+        all_ids = good_ids + sorted(refused_ids - set(good_ids))
         summary = summarise_run_directory(run_id, model, paths.root, all_ids, results.keys(), input_errors, without)
         summary["instances_file"] = str(instances_path)
         if self.dataset is not None:
@@ -342,6 +347,12 @@ class _Session:
             raise RunIncomplete(f"{why}; summary written to {paths.summary}; re-run the same command to finish",
                                 result=result)
         return result
+
+
+def names_an_instance(record: str | None) -> bool:
+    """Whether a refused instance record's name is its own id, not a stand-in for a record
+    without a usable one (``#N`` by position, ``<no instance_id>``)."""
+    return record is not None and record != "" and not record.startswith("#") and record != "<no instance_id>"
 
 
 def named_errors(errors, taken=()) -> dict[str, str]:
