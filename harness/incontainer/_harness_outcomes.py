@@ -193,6 +193,7 @@ class _Session:
 # --------------------------------------------------------------------------- plugin autoloading
 
 PLUGIN_GROUP = "pytest11"
+_GUARDED: list = []   # the plugin manager of the process's first config, once guarded
 
 
 def guard_autoload(pluginmanager):
@@ -340,8 +341,14 @@ def _register_in(config_module):
             _capture_pytest()
         except Exception:
             pass
-        try:   # before pytest's _preparse autoloads the installed plugins
-            guard_autoload(config.pluginmanager)
+        try:   # before pytest's _preparse autoloads the installed plugins; only the process's
+            # first config, the graded session's: a nested in-process run (pytester's inline
+            # runs in pytest's own suite) autoloads inside a test, where the code under test
+            # already runs, and fabricates its own entry points (pytest-11148's test
+            # monkeypatches importlib.metadata.distributions with a function taking no path)
+            if not _GUARDED:
+                _GUARDED.append(config.pluginmanager)
+                guard_autoload(config.pluginmanager)
         except Exception:
             pass
         try:

@@ -94,3 +94,53 @@ def test_the_guard_keeps_the_signature_of_old_pluggy(tmp_path):
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split("\n")[:2] == ["loaded pytest11", "loaded other"]
+
+
+NESTED_TEST = '''
+import importlib.metadata
+import pytest
+
+
+class EntryPoint:
+    name, group, value = "nestedplug", "pytest11", "nestedplugin"
+
+    def load(self):
+        import nestedplugin
+        return nestedplugin
+
+
+class Dist:
+    metadata = {"name": "nestedplug"}
+    name = "nestedplug"
+    version = "1.0"
+    entry_points = (EntryPoint(),)
+    files = ()
+
+
+def test_a_nested_run_loads_the_entry_points_it_makes(monkeypatch, tmp_path):
+    inner = tmp_path / "inner"
+    inner.mkdir()
+    (inner / "test_inner.py").write_text("def test_inner():\\n    assert True\\n")
+    monkeypatch.setattr(importlib.metadata, "distributions", lambda: iter([Dist()]))
+    monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    assert pytest.main([str(inner), "-q", "-p", "no:cacheprovider"]) == 0
+'''
+
+
+def test_a_nested_in_process_run_is_not_guarded(tmp_path):
+    """pytest-11148's reference patch: pytest's own test monkeypatches
+    ``importlib.metadata.distributions`` (a function taking no ``path``) and runs pytest in
+    process to see its fabricated entry points load. The guard is the graded session's, the
+    process's first config; at 05f6f0f it guarded the nested run too and the test failed."""
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    testbed = tmp_path / "testbed"
+    testbed.mkdir()
+    (testbed / "nestedplugin.py").write_text(PLUGIN.format(marker=str(markers / "nested")))
+    (testbed / "test_nested.py").write_text(NESTED_TEST)
+    with bootstrapped(tmp_path / "boot", testbed, pristine=testbed) as channel:
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_nested.py"],
+                              cwd=testbed, env={"PATH": "/usr/bin:/bin", **channel.env}, capture_output=True,
+                              text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (markers / "nested").exists(), "the nested run loaded the entry point its test made"
