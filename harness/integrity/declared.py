@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from harness.integrity.declared_source import (SourceModule, applies, arguments, is_fixture, is_test, last_name,
                                                parametrized, words)
 from harness.integrity.plan import find_tests_root
+from harness.integrity.scan import parse
 
 SKIP_WORDS = re.compile(r"skip|requires?_|^requires?$|needs?_|^needs?$|disabled|unless|only_?if|remote_?data", re.I)
 XFAIL_WORDS = re.compile(r"xfail|xpass|expected_?failure|known_?fail|nocache_fail", re.I)
@@ -143,7 +144,7 @@ class Declarations:
                 try:
                     with warnings.catch_warnings():   # old sources' invalid escapes: not ours to report
                         warnings.simplefilter("ignore")
-                        module = SourceModule(path, ast.parse(data, path))
+                        module = SourceModule(path, parse(data, path))
                 except (SyntaxError, ValueError, RecursionError, MemoryError):
                     module = None
         self._modules[path] = module

@@ -101,12 +101,12 @@ class Finding:
 _PARSE_LOCK = threading.Lock()
 
 
-def parse(text: str) -> ast.Module:
+def parse(text: str | bytes, filename: str = "<unknown>") -> ast.Module:
     """``ast.parse``, one thread at a time: CPython 3.11's AST constructor can fail with
     "recursion depth mismatch" (SystemError) when threads parse at once (batches evaluate
-    instances in threads)."""
+    instances in threads). Every parse on the host goes through here."""
     with _PARSE_LOCK:
-        return ast.parse(text)
+        return ast.parse(text, filename)
 
 
 _BOMS = (("utf-32", (b"\xff\xfe\0\0", b"\0\0\xfe\xff")), ("utf-16", (b"\xff\xfe", b"\xfe\xff")))
