@@ -42,6 +42,13 @@ def _tree(root: Path, markers: Path, evil: bool) -> None:
         (root / "evilplugin.py").write_text(PLUGIN.format(marker=str(markers / "evil")))
 
 
+def _pytest_under_bootstrap(testbed: Path, channel, test_file: str) -> subprocess.CompletedProcess:
+    """A real pytest process on ``test_file`` in ``testbed`` under the harness's bootstrap."""
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test_file],
+                          cwd=testbed, env={"PATH": "/usr/bin:/bin", **channel.env}, capture_output=True,
+                          text=True, timeout=120)
+
+
 def test_autoload_admits_only_the_built_environments_entry_points(tmp_path):
     markers = tmp_path / "markers"
     markers.mkdir()
@@ -49,9 +56,7 @@ def test_autoload_admits_only_the_built_environments_entry_points(tmp_path):
     _tree(testbed, markers, evil=True)
     _tree(pristine, markers, evil=False)
     with bootstrapped(tmp_path / "boot", testbed, pristine=pristine) as channel:
-        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_x.py"],
-                              cwd=testbed, env={"PATH": "/usr/bin:/bin", **channel.env}, capture_output=True,
-                              text=True, timeout=120)
+        proc = _pytest_under_bootstrap(testbed, channel, "test_x.py")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (markers / "good").exists(), "a plugin the built environment has is loaded"
     assert not (markers / "evil").exists(), "a plugin only the working copy declares is not"
@@ -139,8 +144,6 @@ def test_a_nested_in_process_run_is_not_guarded(tmp_path):
     (testbed / "nestedplugin.py").write_text(PLUGIN.format(marker=str(markers / "nested")))
     (testbed / "test_nested.py").write_text(NESTED_TEST)
     with bootstrapped(tmp_path / "boot", testbed, pristine=testbed) as channel:
-        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_nested.py"],
-                              cwd=testbed, env={"PATH": "/usr/bin:/bin", **channel.env}, capture_output=True,
-                              text=True, timeout=120)
+        proc = _pytest_under_bootstrap(testbed, channel, "test_nested.py")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (markers / "nested").exists(), "the nested run loaded the entry point its test made"
