@@ -87,6 +87,9 @@ class _KeepOpen:
     def close(self) -> None:  # the benchmark removes it
         pass
 
+    def release(self) -> None:
+        pass
+
 
 def env_argv(env: dict[str, str], argv: list[str]) -> list[str]:
     """Run argv with exactly ``env`` (``env -i``: nothing inherited from the image)."""

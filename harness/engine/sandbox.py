@@ -44,6 +44,7 @@ from docker.errors import APIError, NotFound
 from docker.types import Mount
 
 from harness.engine.cpus import CpuLimit, cpu_limit
+from harness.engine.reaper import Reaper
 from harness.errors import ContainerDied, InfrastructureError
 
 LABEL_RUN = "org.harness.run-id"
@@ -130,6 +131,11 @@ class Sandbox(Protocol):
 
     def close(self) -> None: ...
 
+    def release(self) -> None:
+        """The evaluation is done with the sandbox: remove it, possibly after returning (the
+        backend finishes the removal off the critical path, :mod:`harness.engine.reaper`)."""
+        ...
+
 
 class DockerBackend:
     """Starts sandboxes on one Docker engine."""
@@ -146,6 +152,8 @@ class DockerBackend:
         #: set when the run is stopping: start() refuses, so nothing outlives the cleanup
         self.stopped = False
         self._engine_cores: int | None = None
+        #: removes released sandboxes in the background (drained when a run ends)
+        self.reaper = Reaper()
 
     def engine_cores(self) -> int | None:
         """The engine host's cores (what a sandbox without a quota sees); None if the engine does not say."""
@@ -216,7 +224,7 @@ class DockerBackend:
                 _quiet_remove_volume(self.client, vol.name)
             raise InfrastructureError(f"starting a container from {image} failed: "
                                       f"{exc.explanation or exc}") from None
-        return DockerSandbox(self.client, container, [v.name for v in volumes], self.user, True, cpu)
+        return DockerSandbox(self.client, container, [v.name for v in volumes], self.user, True, cpu, self.reaper)
 
     def _scope(self) -> dict[str, str]:
         return {LABEL_RUN_DIR: self.run_dir} if self.run_dir else {LABEL_RUN: self.run_id}
@@ -256,7 +264,7 @@ def remove_labelled(client: docker.DockerClient, labels: dict[str, str]) -> int:
 class DockerSandbox:
     def __init__(self, client: docker.DockerClient, container, volume_names: list[str],
                  default_user: str = "1000:1000", privileged_setup: bool = False,
-                 cpu: CpuLimit | None = None) -> None:
+                 cpu: CpuLimit | None = None, reaper: Reaper | None = None) -> None:
         self.client = client
         self.container = container
         self.id = container.id
@@ -265,6 +273,7 @@ class DockerSandbox:
         #: root in this container holds SETUP_CAPS (and NET_ADMIN when a service asked)
         self.privileged_setup = privileged_setup
         self.cpu = cpu or CpuLimit(None, None)
+        self._reaper = reaper
 
     def start_background(self, argv: list[str], *, user: str, workdir: str = "/tmp",
                          env: dict[str, str] | None = None) -> None:
@@ -448,6 +457,14 @@ class DockerSandbox:
         except tarfile.TarError:
             return None
         return None
+
+    def release(self) -> None:
+        """Remove the container and its volumes in the background (the backend's reaper;
+        inline without one). Nothing of the model runs in it any more: the launcher killed
+        every process of the test user before it returned. Never raises."""
+        if self._reaper is None:
+            return self.close()
+        self._reaper.submit(self.close)
 
     def close(self) -> None:
         """Remove the container and its volumes. Never raises."""

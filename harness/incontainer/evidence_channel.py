@@ -26,6 +26,8 @@ import struct
 import threading
 
 LINE_LIMIT = 16384
+#: the selector key of the stop signal's pipe
+_WAKE = "wake"
 MAX_CONNECTIONS = 4096
 
 
@@ -96,6 +98,10 @@ class Collector:
         self._out = os.open(self.out_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._listener, selectors.EVENT_READ, None)
+        # stop() writes here: the loop wakes at once instead of at its next poll, which was
+        # up to 0.2 s of every test step's fixed cost
+        self._wake_read, self._wake_write = os.pipe()
+        self._selector.register(self._wake_read, selectors.EVENT_READ, _WAKE)
         self._thread = threading.Thread(target=self._run, name="evidence-collector", daemon=True)
         self._thread.start()
 
@@ -103,15 +109,19 @@ class Collector:
         """After the test user's processes are gone: read what they sent, then close."""
         self._stop.set()
         if self._thread is not None:
+            os.write(self._wake_write, b"x")
             self._thread.join(grace)
         for conn in list(self._conns):
             self._drop(conn)
-        try:
-            self._selector.unregister(self._listener)
-        except (KeyError, ValueError):
-            pass
+        for registered in (self._listener, self._wake_read):
+            try:
+                self._selector.unregister(registered)
+            except (KeyError, ValueError):
+                pass
         self._listener.close()
         os.close(self._out)
+        for fd in (self._wake_read, self._wake_write):
+            os.close(fd)
         try:
             os.unlink(self.socket_path)
         except FileNotFoundError:
@@ -124,6 +134,8 @@ class Collector:
                 for key, _ in self._selector.select(timeout=0.2):
                     if key.data is None:
                         self._accept()
+                    elif key.data is _WAKE:
+                        os.read(self._wake_read, 64)
                     else:
                         self._read(key.fileobj)
                 # stopped: the senders are gone; what is still queued is read to its end

@@ -285,6 +285,14 @@ def main():
     testbed, out_dir = plan["testbed"], plan["out_dir"]
     uid, gid = plan["user"]
     record = {"commands": [], "deleted": [], "restored": [], "delete_errors": []}
+    # seconds of each part of this step, from the launcher's start (benchmarks read them)
+    record["phases"] = phases = {"python_start": since_process_start()}
+    lap = [time.monotonic()]
+
+    def phase(name):
+        now = time.monotonic()
+        phases[name] = round(now - lap[0], 4)
+        lap[0] = now
 
     for rel in plan.get("delete", []):
         path = inside(testbed, rel)
@@ -307,6 +315,7 @@ def main():
         shutil.copyfile(os.path.join(plan["staged"], rel), target, follow_symlinks=False)
         os.chmod(target, mode)
 
+    phase("delete_restore_install")
     started = time.monotonic()
     purge_bytecode(testbed, plan["pristine"], record)
     sealed, sealed_dirs = seal(testbed, plan["seal"], record)
@@ -327,15 +336,18 @@ def main():
             handle.write("[safe]\n\tdirectory = *\n")
         os.chown(gitconfig, uid, gid)
 
+    phase("seal")
     go = True
     if plan.get("services"):
         go = start_services(plan, record)
+        phase("services")
 
     if go:
         tests = plan["tests"]
         os.mkdir(tests["run_dir"], 0o700)
         os.chown(tests["run_dir"], uid, gid)
         run_tests(tests, testbed, out_dir, uid, gid, plan.get("events_limit", 16 << 20), record, plan.get("pristine"))
+        phase("tests")
         # the test user may have filled /harness (a tmpfs): the evidence is capped as it is
         # collected; copy the results out of the test user's directory and remove it, so
         # evidence.json fits
@@ -354,6 +366,7 @@ def main():
         if not os.path.lexists(tests["run_dir"]):
             os.mkdir(tests["run_dir"], 0o700)   # empty again (a later run of the command may write there)
             os.chown(tests["run_dir"], uid, gid)
+        phase("results")
 
     started = time.monotonic()
     try:
@@ -365,8 +378,20 @@ def main():
         record.setdefault("post_run_errors", []).append("the checks after the tests: {}: {}".format(
             type(exc).__name__, str(exc)[:500]))
     record["check_seconds"] = round(time.monotonic() - started, 4)
+    phase("checks")
     record["complete"] = not record.get("post_run_errors")
     write_evidence(out_dir, record)
+
+
+def since_process_start():
+    """Seconds since this process was created (the interpreter's start and the plan read),
+    from the kernel's start time; None where /proc does not say."""
+    try:
+        with open("/proc/self/stat", "rb") as handle:
+            started = int(handle.read().rsplit(b")", 1)[1].split()[19]) / os.sysconf("SC_CLK_TCK")
+        return round(time.clock_gettime(time.CLOCK_BOOTTIME) - started, 4)
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
 
 
 def write_evidence(out_dir, record):

@@ -62,6 +62,8 @@ class TreeTruth:
     #: hunks the already-present fallback left out ({"path", "hunk": its @@ line}): their
     #: post-image is what the pristine tree holds (harness/incontainer/prepare.py)
     already_present: list[dict[str, str]] = field(default_factory=list)
+    #: seconds of the step's parts, as the sandbox reported them (:func:`step_phases`)
+    phases: dict[str, float] = field(default_factory=dict)
 
     @property
     def paths(self) -> set[str]:
@@ -111,7 +113,22 @@ def parse_tree_report(text: str, max_bytes: int) -> TreeTruth:
                      too_many_changes=bool(data.get("too_many_changes")),
                      commands=list(data.get("commands") or []), seconds=float(data.get("seconds") or 0.0),
                      pristine_extensions=_count(data.get("pristine_extensions")),
-                     already_present=_present(data.get("already_present")))
+                     already_present=_present(data.get("already_present")),
+                     phases=step_phases(data.get("phases")))
+
+
+def step_phases(value) -> dict[str, float]:
+    """A step's own timing of its parts (name -> seconds), as the sandbox reported it: at most
+    20 short names with finite, non-negative numbers; anything else is left out (these are
+    measurements for benchmarks and reports, never evidence)."""
+    if not isinstance(value, dict):
+        return {}
+    out: dict[str, float] = {}
+    for name, seconds in list(value.items())[:20]:
+        if (isinstance(name, str) and len(name) <= 40 and isinstance(seconds, (int, float))
+                and not isinstance(seconds, bool) and 0 <= seconds < 1e7):
+            out[name] = round(float(seconds), 4)
+    return out
 
 
 def _present(value) -> list[dict[str, str]]:

@@ -125,3 +125,20 @@ def test_trusted_files_are_root_owned_and_the_test_user_can_neither_change_nor_r
 def test_no_container_or_volume_survives_a_closed_sandbox(engine, sandbox):
     sandbox.close()
     assert leftover_containers(engine, "test-isolation") == []
+
+
+def test_a_released_sandbox_is_removed_in_the_background_and_drain_waits_for_it(engine, cache_dir):
+    """An evaluation releases its sandbox and goes on; the backend's reaper removes the
+    container and its volumes, and a drained backend leaves nothing behind."""
+    built = demo.build_demo_repos(demo.DEMO_DIR, cache_dir / "demo-repos")
+    instance = next(i for i in load_instances(demo.DEMO_DIR / "instances.jsonl").instances
+                    if i.instance_id == INSTANCE_ID)
+    preparer = Preparer(engine, SpecRegistry.load(DEFAULT_SPECS_DIR),
+                        RepoResolver(cache_dir, overrides=built, allow_clone=False), cache_dir)
+    backend = DockerBackend(engine, run_id="test-release")
+    boxes = [backend.start(preparer.prepare(instance).image.tag, f"release-{n}") for n in range(3)]
+    assert len(leftover_containers(engine, "test-release")) == 3 * 3   # each: a container and two volumes
+    for box in boxes:
+        box.release()
+    assert backend.reaper.drain(timeout=120)
+    assert leftover_containers(engine, "test-release") == []

@@ -13,7 +13,8 @@ from harness.integrity.evidence import code_raised, judge_evidence, node_id, par
 from harness.integrity.plan import make_plan, project_modules, find_tests_root
 from harness.integrity.scan import added_findings, findings
 from harness.integrity.scan_rules import TAMPER
-from harness.integrity.tree import MalformedTreeReport, TreeChange, TreeTruth, disagreement, parse_tree_report
+from harness.integrity.tree import (MalformedTreeReport, TreeChange, TreeTruth, disagreement, parse_tree_report,
+                                    step_phases)
 from harness.patches import PatchFiles
 
 P, F, E, S, X = TestStatus.PASSED, TestStatus.FAILED, TestStatus.ERROR, TestStatus.SKIPPED, TestStatus.XFAIL
@@ -269,3 +270,15 @@ def test_write_events_count_for_the_working_copy_and_harness_files_only():
     verdict = judge_evidence(parse_evidence(b"{}", events), {}, (), frozenset({"pkg/m.py"}), True, False, False)
     assert verdict.flags == ["monitor_write_harness_files", "monitor_write_working_copy"]
     assert "write_harness_files" in verdict.tampered
+
+
+def test_a_steps_own_timings_are_kept_only_as_bounded_numbers():
+    """The set-up step and the launcher report how long their parts took; the sandbox writes
+    that record, so only short names with finite, non-negative numbers are kept."""
+    report = {"changes": [], "applied": None, "history_commits": 1, "git_changed": [], "commands": [],
+              "phases": {"python_start": 0.05, "reset": 0.061234, "bad": "1", "neg": -1, "flag": True,
+                         "x" * 41: 1.0, "huge": 1e12}}
+    truth = parse_tree_report(json.dumps(report), 1 << 20)
+    assert truth.phases == {"python_start": 0.05, "reset": 0.0612}
+    assert step_phases(None) == {} and step_phases(["reset", 1]) == {}
+    assert len(step_phases({f"p{i}": 1 for i in range(50)})) == 20
