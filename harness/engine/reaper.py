@@ -11,8 +11,8 @@ What keeps this safe and bounded:
   evaluation has dropped its handle);
 * at most :data:`MAX_PENDING` removals wait at once; the next hand-off blocks until one is
   done, so a fast batch cannot pile up containers and tmpfs memory;
-* :meth:`Reaper.drain` waits for every removal (the executor calls it when a run ends,
-  before the leftover cleanup, which removes by label whatever is left, e.g. after a crash);
+* :meth:`Reaper.drain` waits for every removal (the backend's ``cleanup_run`` does, when a run
+  ends, before it removes by label whatever is left, e.g. after a crash);
 * the worker threads are not daemons: an interpreter that exits finishes the removals first.
 """
 

@@ -78,6 +78,18 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class EarlyCommand:
+    """Work the container's first process does as soon as it starts, while the host is still
+    putting the inputs in (root, with the container's capabilities, before anything of the
+    model is in the sandbox; it drops what it does not need itself). When it has finished it
+    writes its exit status to ``marker`` (root's, on ``/harness``), which the first step waits
+    for; then the process becomes ``sleep infinity`` as without one."""
+
+    argv: tuple[str, ...]
+    marker: str
+
+
+@dataclass(frozen=True)
 class FileEntry:
     """One entry for :meth:`Sandbox.put_files` with its own mode and owner; ``data`` None
     is a directory (created, or its owner and mode set when it exists)."""
@@ -119,6 +131,8 @@ class Sandbox(Protocol):
     privileged_setup: bool
     #: the cores the sandbox may use (recorded in report.json)
     cpu: CpuLimit
+    #: the marker of the work the container started with (:class:`EarlyCommand`), None without
+    early_marker: str | None
 
     def put_files(self, directory: str, files: dict[str, "bytes | FileEntry"], mode: int = 0o644,
                   owner: int = 1000) -> None: ...
@@ -166,7 +180,8 @@ class DockerBackend:
         return self._engine_cores
 
     def start(self, image: str, name_hint: str = "", *, hosts: dict[str, str] | None = None,
-              net_admin: bool = False, task: str = "", cpus: float | None = None) -> "DockerSandbox":
+              net_admin: bool = False, task: str = "", cpus: float | None = None,
+              early: EarlyCommand | None = None) -> "DockerSandbox":
         """Create and start a sandbox. Raises InfrastructureError on engine failures.
 
         ``cpus``: the spec's cap on the cores (harness/engine/cpus.py: with the run's
@@ -176,6 +191,7 @@ class DockerBackend:
         ``net_admin``: the container's root may configure its (network-less) network
         namespace for a service's set-up; commands run as the harness user never hold a
         capability, and the test command is started with an empty bounding set.
+        ``early``: work the container starts with (:class:`EarlyCommand`).
         """
         if self.stopped:
             from harness.errors import RunInterrupted
@@ -203,7 +219,7 @@ class DockerBackend:
                                                           labels=labels))
                 mounts.append(Mount(target=target, source=vol_name, type="volume"))
             container = self.client.containers.create(
-                image, command=["sleep", "infinity"], name=base, labels=labels,
+                image, command=_first_process(early), name=base, labels=labels,
                 # root as the container's user: only then do root's execs hold SETUP_CAPS;
                 # every other exec names its user (the harness user by default).
                 user=ROOT, cap_add=[*SETUP_CAPS, *(PRIVILEGED_SETUP_CAPS if net_admin else ())],
@@ -224,7 +240,8 @@ class DockerBackend:
                 _quiet_remove_volume(self.client, vol.name)
             raise InfrastructureError(f"starting a container from {image} failed: "
                                       f"{exc.explanation or exc}") from None
-        return DockerSandbox(self.client, container, [v.name for v in volumes], self.user, True, cpu, self.reaper)
+        return DockerSandbox(self.client, container, [v.name for v in volumes], self.user, True, cpu, self.reaper,
+                             early.marker if early else None)
 
     def _scope(self) -> dict[str, str]:
         return {LABEL_RUN_DIR: self.run_dir} if self.run_dir else {LABEL_RUN: self.run_id}
@@ -232,7 +249,9 @@ class DockerBackend:
     def cleanup_run(self, run_id: str | None = None) -> int:
         """Remove every container and volume of this run directory on this engine (or,
         given ``run_id``, labelled with that run id). Returns the number of containers
-        removed; raises EngineLost when the engine does not answer."""
+        removed; raises EngineLost when the engine does not answer. The sandboxes released
+        in the background are waited for first (their removals are this run's, not leftovers)."""
+        self.reaper.drain()
         return remove_labelled(self.client, {LABEL_RUN: run_id} if run_id else self._scope())
 
     def kill_task(self, task: str) -> int:
@@ -264,7 +283,7 @@ def remove_labelled(client: docker.DockerClient, labels: dict[str, str]) -> int:
 class DockerSandbox:
     def __init__(self, client: docker.DockerClient, container, volume_names: list[str],
                  default_user: str = "1000:1000", privileged_setup: bool = False,
-                 cpu: CpuLimit | None = None, reaper: Reaper | None = None) -> None:
+                 cpu: CpuLimit | None = None, reaper: Reaper | None = None, early_marker: str | None = None) -> None:
         self.client = client
         self.container = container
         self.id = container.id
@@ -274,6 +293,7 @@ class DockerSandbox:
         self.privileged_setup = privileged_setup
         self.cpu = cpu or CpuLimit(None, None)
         self._reaper = reaper
+        self.early_marker = early_marker
 
     def start_background(self, argv: list[str], *, user: str, workdir: str = "/tmp",
                          env: dict[str, str] | None = None) -> None:
@@ -474,6 +494,15 @@ class DockerSandbox:
             pass
         for name in self.volume_names:
             _quiet_remove_volume(self.client, name)
+
+
+def _first_process(early: EarlyCommand | None) -> list[str]:
+    """The container's command: ``sleep infinity``, after the early work when there is some
+    (its status written to a temporary name and renamed, so the marker is never half-written)."""
+    if early is None:
+        return ["sleep", "infinity"]
+    script = 'status=0; "$@" || status=$?; echo "$status" > "$0.tmp" && mv "$0.tmp" "$0"; exec sleep infinity'
+    return ["/bin/sh", "-c", script, early.marker, *early.argv]
 
 
 def _quiet_remove_volume(client: docker.DockerClient, name: str) -> None:

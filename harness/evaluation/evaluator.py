@@ -191,7 +191,7 @@ class Evaluator:
         limits = {"max_changes": self.config.max_tree_changes, "content_limit": artefacts.FILE_LIMIT,
                   "content_total": artefacts.TOTAL_LIMIT}
         sandbox.put_files(steps.IO_DIR, steps.initial_files(layout, patch_bytes, self.env, self.config.setup_timeout,
-                                                            limits, staged, sections))
+                                                            limits, staged, sections, sandbox.early_marker))
         argv = steps.prepare_argv(layout)
         res = sandbox.exec(argv, timeout=self.config.setup_timeout * 4, output_limit=self.config.tree_report_limit)
         self._record("prepare", argv, res)

@@ -42,6 +42,7 @@ from harness.evaluation.setup import EvalConfig, Evaluation
 from harness.grading.status import ErrorReason, InstanceStatus
 from harness.inputs.instances import Instance
 from harness.evaluation import proving
+from harness.integrity import steps
 from harness.integrity.canaries import CanaryPlan
 from harness.results.manifest import task_pins
 from harness.logs import get_logger
@@ -138,7 +139,8 @@ class TaskEvaluator:
                                           reference_undeclared=(facts or {}).get("undeclared"))
                     evaluation = evaluator.run(lambda: self.backend.start(
                         prepared.image.tag, instance.instance_id, hosts=prepared.spec.service_hosts,
-                        net_admin=prepared.spec.needs_net_admin, task=request.token, cpus=prepared.spec.cpus))
+                        net_admin=prepared.spec.needs_net_admin, task=request.token, cpus=prepared.spec.cpus,
+                        early=steps.early_reset()))
             return evaluator, evaluation
 
         try:

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from harness import incontainer
 from harness.engine.layers import PRISTINE_TREE
-from harness.engine.sandbox import FileEntry
+from harness.engine.sandbox import EarlyCommand, FileEntry
 from harness.integrity.evidence import SURVEY_WATCH
 
 IO_DIR = "/harness"
@@ -51,6 +51,20 @@ SERVICE_UID = 1001
 RESULTS_NAME = "results.xml"
 EVIDENCE_NAME = "evidence.json"
 EVENTS_NAME = "events.jsonl"
+#: written (root, 0644) by the container's first process once it has filled the working copy
+TESTBED_READY = f"{IO_DIR}/testbed-ready"
+#: what the test user's commands of the trusted steps drop (processes.DROP in the sandbox)
+DROP_TO_TEST_USER = ("setpriv", f"--reuid={TEST_UID}", f"--regid={TEST_UID}", "--clear-groups",
+                     "--bounding-set=-all", "--inh-caps=-all", "--ambient-caps=-all", "--")
+
+
+def early_reset() -> EarlyCommand:
+    """The working copy filled from the pristine tree by the container's first process, as
+    the test user with nothing: the set-up step's reset (``prepare.py``), started while the
+    host is still putting the inputs in. Nothing of the model is in the sandbox yet; the
+    set-up step waits for :data:`TESTBED_READY` and copies the tree itself if it failed."""
+    return EarlyCommand((*DROP_TO_TEST_USER, "find", PRISTINE_TREE, "-mindepth", "1", "-maxdepth", "1",
+                         "-exec", "cp", "-a", "-t", TESTBED, "--", "{}", "+"), TESTBED_READY)
 
 
 @dataclass(frozen=True)
@@ -125,14 +139,17 @@ def trusted_entries() -> dict[str, FileEntry]:
 
 def initial_files(layout: Layout, model_patch: bytes | None, env: dict[str, str], timeout: int,
                   limits: dict[str, int], staged: dict[str, tuple[bytes, int]],
-                  sections: list[dict] | None = None) -> dict[str, FileEntry]:
+                  sections: list[dict] | None = None, early_reset: str | None = None) -> dict[str, FileEntry]:
     """Everything both steps need that does not depend on the tree truth, for one archive
     call into /harness; ``staged`` are the test files (path -> (bytes, mode)); ``sections``
     the patch's hunks as byte spans (:meth:`harness.patches.HunkSpans.as_json`) for the
-    set-up step's already-present fallback (None: no fallback)."""
+    set-up step's already-present fallback (None: no fallback); ``early_reset`` the marker of
+    the sandbox's :func:`early_reset` (None: the set-up step copies the tree)."""
     request: dict[str, object] = {"testbed": TESTBED, "pristine": PRISTINE_TREE, "env": env, "timeout": timeout,
                                   "patch": layout.model_patch if model_patch is not None else None,
                                   "strategies": apply_strategies(layout.model_patch), **limits}
+    if early_reset:
+        request["early_reset"] = early_reset
     if model_patch is not None and sections:
         request["fallback"] = {"sections": sections, "remaining": layout.remaining_patch,
                                "strategies": apply_strategies(layout.remaining_patch)}

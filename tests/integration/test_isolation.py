@@ -142,3 +142,60 @@ def test_a_released_sandbox_is_removed_in_the_background_and_drain_waits_for_it(
         box.release()
     assert backend.reaper.drain(timeout=120)
     assert leftover_containers(engine, "test-release") == []
+
+
+def _demo_image(engine, cache_dir) -> str:
+    built = demo.build_demo_repos(demo.DEMO_DIR, cache_dir / "demo-repos")
+    instance = next(i for i in load_instances(demo.DEMO_DIR / "instances.jsonl").instances
+                    if i.instance_id == INSTANCE_ID)
+    preparer = Preparer(engine, SpecRegistry.load(DEFAULT_SPECS_DIR),
+                        RepoResolver(cache_dir, overrides=built, allow_clone=False), cache_dir)
+    return preparer.prepare(instance).image.tag
+
+
+def _set_up_step(box, layout) -> dict:
+    """The trusted set-up step with no patch, as the evaluator runs it; its tree report."""
+    import json
+    limits = {"max_changes": 1000, "content_limit": 1 << 20, "content_total": 1 << 24}
+    box.put_files(steps.IO_DIR, steps.initial_files(layout, None, {"PATH": "/usr/bin:/bin"}, 120, limits, {},
+                                                    None, box.early_marker))
+    res = box.exec(steps.prepare_argv(layout), timeout=240)
+    assert res.exit_code == 0, res.output[-2000:]
+    return json.loads(res.output)
+
+
+def test_the_container_fills_the_working_copy_as_the_test_user_before_the_set_up_step(engine, cache_dir):
+    """The container's first process copies the pristine tree into /testbed as the test user
+    while the inputs go in (harness.integrity.steps.early_reset); the set-up step waits for
+    its root-owned marker and finds the working copy exactly the pristine tree."""
+    backend = DockerBackend(engine, run_id="test-early-reset")
+    box = backend.start(_demo_image(engine, cache_dir), "early", early=steps.early_reset())
+    try:
+        assert box.early_marker == steps.TESTBED_READY
+        report = _set_up_step(box, steps.Layout.new())
+        assert report["changes"] == [] and report["history_commits"] == 1
+        marker = box.exec(["stat", "-c", "%u %a %s", steps.TESTBED_READY], timeout=30).output.split()
+        assert marker[:2] == ["0", "644"]
+        assert box.exec(["cat", steps.TESTBED_READY], timeout=30).output.strip() == "0"
+        owners = box.exec(["/bin/sh", "-c", "find /testbed -mindepth 1 -printf '%U\\n' | sort -u"], timeout=30)
+        assert owners.output.split() == ["1000"]
+        # the first process went on to sleep: the container lives on as before
+        assert box.exec(["cat", "/proc/1/cmdline"], timeout=30).output.split("\0")[:2] == ["sleep", "infinity"]
+    finally:
+        box.close()
+
+
+def test_when_the_early_copy_fails_the_set_up_step_copies_the_tree_itself(engine, cache_dir):
+    from harness.engine.sandbox import EarlyCommand
+    backend = DockerBackend(engine, run_id="test-early-reset")
+    failing = EarlyCommand((*steps.DROP_TO_TEST_USER, "/bin/sh", "-c", "touch /testbed/half-done; exit 3"),
+                           steps.TESTBED_READY)
+    box = backend.start(_demo_image(engine, cache_dir), "early-fails", early=failing)
+    try:
+        report = _set_up_step(box, steps.Layout.new())
+        assert box.exec(["cat", steps.TESTBED_READY], timeout=30).output.strip() == "3"
+        # the set-up step's own copy: nothing left of the failed one, nothing missing
+        assert report["changes"] == [], report["changes"][:5]
+    finally:
+        box.close()
+    assert leftover_containers(engine, "test-early-reset") == []

@@ -61,7 +61,6 @@ class LocalExecutor:
             raise
         finally:
             pool.shutdown(wait=True)
-            evaluator.backend.reaper.drain()   # the sandboxes released in the background are gone
 
     def cleanup(self, setup: NodeSetup) -> int:
         return setup.evaluator().backend.cleanup_run()
