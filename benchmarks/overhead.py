@@ -115,11 +115,11 @@ def _recording_evaluators(runner_module):
             self.monitored_call: dict | None = None
             made.append(self)
 
-        def _test_step(self, sandbox, layout, plan, test_patch, test_result, staged):
+        def _test_step(self, sandbox, session, layout, plan, test_patch, test_result, staged):
             results_path = f"{layout.run_dir}/{steps.RESULTS_NAME}"
             self.bare_call = {"argv": env_argv(self.env, ["/bin/bash", "-c", build_test_command(
                 self.spec, test_patch, results_path)]), "user": "1000:1000", "workdir": steps.TESTBED}
-            return super()._test_step(sandbox, layout, plan, test_patch, test_result, staged)
+            return super()._test_step(sandbox, session, layout, plan, test_patch, test_result, staged)
 
         def _launch_plan(self, *args, **kwargs):
             launch = super()._launch_plan(*args, **kwargs)

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import io
 import secrets
-import tarfile
 import threading
 import time
 from dataclasses import dataclass
@@ -43,7 +42,11 @@ import docker
 from docker.errors import APIError, NotFound
 from docker.types import Mount
 
+from harness.engine import archive
+from harness.engine.archive import FileEntry
 from harness.engine.cpus import CpuLimit, cpu_limit
+from harness.engine.early import EarlyCommand, first_process
+from harness.engine.exec_session import ExecResult, ExecSession
 from harness.engine.reaper import Reaper
 from harness.errors import ContainerDied, InfrastructureError
 
@@ -77,46 +80,6 @@ class Limits:
     log_size: str = "1m"
 
 
-@dataclass(frozen=True)
-class EarlyCommand:
-    """Work the container's first process does as soon as it starts, while the host is still
-    putting the inputs in (root, with the container's capabilities, before anything of the
-    model is in the sandbox; it drops what it does not need itself). When it has finished it
-    writes its exit status to ``marker`` (root's, on ``/harness``), which the first step waits
-    for; then the process becomes ``sleep infinity`` as without one."""
-
-    argv: tuple[str, ...]
-    marker: str
-
-
-@dataclass(frozen=True)
-class FileEntry:
-    """One entry for :meth:`Sandbox.put_files` with its own mode and owner; ``data`` None
-    is a directory (created, or its owner and mode set when it exists)."""
-
-    data: bytes | None
-    mode: int = 0o644
-    owner: int = 1000
-
-
-@dataclass
-class ExecResult:
-    """The outcome of one command. ``output`` is stdout and stderr interleaved, cut at the
-    caller's byte limit (``truncated`` says so); ``duration`` in seconds."""
-
-    argv: list[str]
-    exit_code: int | None
-    output: str
-    duration: float
-    timed_out: bool = False
-    truncated: bool = False
-    killed: bool = False
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_code == 0 and not self.timed_out
-
-
 class Sandbox(Protocol):
     """What the evaluation needs from an environment, whatever the backend."""
 
@@ -136,6 +99,9 @@ class Sandbox(Protocol):
 
     def put_files(self, directory: str, files: dict[str, "bytes | FileEntry"], mode: int = 0o644,
                   owner: int = 1000) -> None: ...
+
+    def session(self, argv: list[str], *, cap: int, workdir: str = "/testbed", env: dict[str, str] | None = None,
+                user: str | None = None) -> ExecSession: ...
 
     def get_file(self, path: str, limit: int) -> bytes | None: ...
 
@@ -219,7 +185,7 @@ class DockerBackend:
                                                           labels=labels))
                 mounts.append(Mount(target=target, source=vol_name, type="volume"))
             container = self.client.containers.create(
-                image, command=_first_process(early), name=base, labels=labels,
+                image, command=first_process(early), name=base, labels=labels,
                 # root as the container's user: only then do root's execs hold SETUP_CAPS;
                 # every other exec names its user (the harness user by default).
                 user=ROOT, cap_add=[*SETUP_CAPS, *(PRIVILEGED_SETUP_CAPS if net_admin else ())],
@@ -378,6 +344,24 @@ class DockerSandbox:
         return ExecResult(list(argv), exit_code, output, time.monotonic() - started, timed_out,
                           state["truncated"], killed)
 
+    def session(self, argv: list[str], *, cap: int, workdir: str = "/testbed", env: dict[str, str] | None = None,
+                user: str | None = None) -> ExecSession:
+        """Start ``argv`` with its stdin open to the host: messages both ways, then its output
+        (:mod:`harness.engine.exec_session`; at most ``cap`` bytes held). Raises ContainerDied
+        when the container is gone."""
+        api = self.client.api
+        try:
+            exec_id = api.exec_create(self.id, argv, stdin=True, stdout=True, stderr=True, workdir=workdir,
+                                      environment=env, user=user or self.default_user)["Id"]
+            sock = api.exec_start(exec_id, socket=True)
+        except NotFound:
+            raise ContainerDied(f"container {self.id[:12]} is gone") from None
+        except APIError as exc:
+            if not self.alive():
+                raise ContainerDied(f"container {self.id[:12]} died") from None
+            raise InfrastructureError(f"exec failed: {exc.explanation or exc}") from None
+        return ExecSession(self, argv, exec_id, sock, cap)
+
     def kill(self) -> None:
         try:
             self.container.kill()
@@ -391,29 +375,9 @@ class DockerSandbox:
         applies the owners and modes given, so root-owned files need no capability.
         Parent directories not listed are created owned by ``owner``, mode 0755."""
         entries = {rel: (v if isinstance(v, FileEntry) else FileEntry(v, mode, owner)) for rel, v in files.items()}
-        buffer = io.BytesIO()
-        now = int(time.time())
-        with tarfile.open(fileobj=buffer, mode="w") as tar:
-            dirs = set()
-            for rel in entries:
-                parts = rel.split("/")[:-1]
-                for i in range(1, len(parts) + 1):
-                    dirs.add("/".join(parts[:i]))
-            for d in sorted(dirs | {r for r, e in entries.items() if e.data is None}):
-                entry = entries.get(d, FileEntry(None, 0o755, owner))
-                info = tarfile.TarInfo(d)
-                info.type, info.mode, info.uid, info.gid, info.mtime = (tarfile.DIRTYPE, entry.mode, entry.owner,
-                                                                        entry.owner, now)
-                tar.addfile(info)
-            for rel, entry in entries.items():
-                if entry.data is None:
-                    continue
-                info = tarfile.TarInfo(rel)
-                info.size, info.mode, info.uid, info.gid, info.mtime = (len(entry.data), entry.mode, entry.owner,
-                                                                        entry.owner, now)
-                tar.addfile(info, io.BytesIO(entry.data))
+        data = archive.tar_of(entries, owner)
         try:
-            if not self.container.put_archive(directory, buffer.getvalue()):
+            if not self.container.put_archive(directory, data):
                 raise InfrastructureError(f"writing files into {directory} failed")
         except NotFound:
             raise ContainerDied(f"container {self.id[:12]} is gone") from None
@@ -445,21 +409,7 @@ class DockerSandbox:
         raw = self._archive(directory, limit + 4 * 1024 * 1024)
         if raw is None:
             return None
-        out: dict[str, bytes] = {}
-        left = limit
-        try:
-            with tarfile.open(fileobj=raw, mode="r|") as tar:
-                for member in tar:
-                    if not member.isreg():
-                        continue
-                    name = member.name.split("/", 1)[1] if "/" in member.name else member.name
-                    handle = tar.extractfile(member)
-                    data = handle.read(max(left, 0) + 1) if handle else b""
-                    out[name] = data
-                    left -= len(data)
-        except tarfile.TarError:
-            pass
-        return out
+        return archive.regular_files(raw, limit)
 
     def get_file(self, path: str, limit: int) -> bytes | None:
         """Read one regular file out through the archive API; None if absent or not a
@@ -467,16 +417,7 @@ class DockerSandbox:
         raw = self._archive(path, limit + 1024 * 1024)
         if raw is None:
             return None
-        try:
-            with tarfile.open(fileobj=raw, mode="r|") as tar:
-                for member in tar:
-                    if not member.isreg():
-                        return None
-                    handle = tar.extractfile(member)
-                    return handle.read(limit) if handle else None
-        except tarfile.TarError:
-            return None
-        return None
+        return archive.first_regular_file(raw, limit)
 
     def release(self) -> None:
         """Remove the container and its volumes in the background (the backend's reaper;
@@ -494,15 +435,6 @@ class DockerSandbox:
             pass
         for name in self.volume_names:
             _quiet_remove_volume(self.client, name)
-
-
-def _first_process(early: EarlyCommand | None) -> list[str]:
-    """The container's command: ``sleep infinity``, after the early work when there is some
-    (its status written to a temporary name and renamed, so the marker is never half-written)."""
-    if early is None:
-        return ["sleep", "infinity"]
-    script = 'status=0; "$@" || status=$?; echo "$status" > "$0.tmp" && mv "$0.tmp" "$0"; exec sleep infinity'
-    return ["/bin/sh", "-c", script, early.marker, *early.argv]
 
 
 def _quiet_remove_volume(client: docker.DockerClient, name: str) -> None:

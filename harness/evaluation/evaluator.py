@@ -4,10 +4,12 @@
    to apply, a content-less binary stub or a new symlink inside the repository, is taken
    out and flagged: :func:`harness.patches.prepare_model_patch`) and the test patch,
    applied on the host over the pristine files it touches (the test files to run);
-2. start a fresh sandbox (no network); one archive call puts the model patch, the
-   harness's trusted in-container files and the staged test files in place;
-3. **set-up step** (one exec, as the test user): reset the working copy from the pristine
-   tree, the history check, apply the model patch (``git apply``, ``--3way``, ``patch
+2. start a fresh sandbox (no network; its first process fills the working copy from the
+   pristine tree as the test user meanwhile); one archive call puts the model patch, the
+   harness's trusted in-container files and the staged test files in place; **one exec**
+   then runs steps 3 to 6, the host talking to it (:mod:`harness.engine.exec_session`);
+3. **set-up step** (as the test user): the working copy as the pristine tree has it, the
+   history check, apply the model patch (``git apply``, ``--3way``, ``patch
    --fuzz``; then the same without the hunks the tree already holds, flagged), check
    ``.git`` is untouched, and report the *tree truth*;
 4. on the host, from the tree truth: reject what must never run (``.git`` changed,
@@ -15,15 +17,16 @@
    too large to inspect), decide what to restore, delete and seal, scan the model's
    files (every one, whatever its name), plant the canaries;
 5. **build step**, only when the patch needs a rebuild the environment can do in place
-   (:mod:`harness.integrity.rebuild`; one exec, as root, the rebuild as the test user with
+   (:mod:`harness.integrity.rebuild`; as root, the rebuild as the test user with
    the monitor): the rebuild under its own timeout (a failed rebuild is graded, the old
    binaries are never tested), then the tree truth again; the host decides restores,
    deletions and the seal again from it;
-6. **test step** (one exec, as root, everything of the model as the test user with no
+6. **test step** (its plan sent to the exec; as root, everything of the model as the test user with no
    capability): delete, restore, install the test files, remove stray bytecode, seal,
    start the services, run the tests under a timeout, fingerprint the sealed files again
    and survey what the tests created;
-7. one archive read takes the evidence and the results file out; the sandbox is closed;
+7. one archive read takes the evidence and the results file out; the sandbox is released
+   (removed in the background, :mod:`harness.engine.reaper`);
 8. judge on the host (:mod:`harness.integrity.judge`): parse, canaries, evidence, grade.
 
 Nothing here talks to Docker directly: it sees a :class:`~harness.engine.sandbox.Sandbox`.
@@ -36,6 +39,7 @@ import secrets
 import time
 from typing import Callable
 
+from harness.engine.exec_session import HEADER_LIMIT, ExecSession
 from harness.engine.sandbox import ROOT, ExecResult, Sandbox
 from harness.errors import (ContainerDied, GradingOutcome, InfrastructureError, PatchApplyFailed, PatchRejected,
                             ServiceUnavailable)
@@ -192,29 +196,36 @@ class Evaluator:
                   "content_total": artefacts.TOTAL_LIMIT}
         sandbox.put_files(steps.IO_DIR, steps.initial_files(layout, patch_bytes, self.env, self.config.setup_timeout,
                                                             limits, staged, sections, sandbox.early_marker))
-        argv = steps.prepare_argv(layout)
-        res = sandbox.exec(argv, timeout=self.config.setup_timeout * 4, output_limit=self.config.tree_report_limit)
-        self._record("prepare", argv, res)
+        # one exec from the set-up step to the end of the tests (harness.engine.exec_session)
+        argv = steps.session_argv(layout, self.config.setup_timeout * 4, self.config.tree_report_limit)
+        session = sandbox.session(argv, user=ROOT, cap=max(self.config.tree_report_limit,
+                                                           self.config.test_output_limit) + 2 * HEADER_LIMIT)
         try:
-            tree = self._tree_truth(res, nothing_to_apply=patch_bytes is None)
-        finally:
-            self._phase("setup", t)
+            res = self._set_up_report(session, steps.prepare_argv(layout))
+            self._record("prepare", res.argv, res)
+            try:
+                tree = self._tree_truth(res, nothing_to_apply=patch_bytes is None)
+            finally:
+                self._phase("setup", t)
 
-        # 4. decisions on the host
-        t = time.monotonic()
-        patch_plan = self._decide(tree, model.files, test_patch, test_files)
-        # the scans only flag and judge; they never change what runs: done while the tests run
-        scanning = Background(lambda: self._scan(tree, patch_plan), "scan")
-        self._phase("plan", t)
-
-        # 5-6. the build step (when it runs) and the test step (the scan runs meanwhile, and has
-        # finished before anything is recorded)
-        try:
-            plan = self._build_step(sandbox, layout, tree, patch_plan, test_patch, test_files)
+            # 4. decisions on the host
             t = time.monotonic()
-            argv, res, command, timeout = self._test_step(sandbox, layout, plan, test_patch, test_result, staged)
+            patch_plan = self._decide(tree, model.files, test_patch, test_files)
+            # the scans only flag and judge; they never change what runs: done while the tests run
+            scanning = Background(lambda: self._scan(tree, patch_plan), "scan")
+            self._phase("plan", t)
+
+            # 5-6. the build step (when it runs) and the test step (the scan runs meanwhile, and has
+            # finished before anything is recorded)
+            try:
+                plan = self._build_step(sandbox, session, layout, tree, patch_plan, test_patch, test_files)
+                t = time.monotonic()
+                argv, res, command, timeout = self._test_step(sandbox, session, layout, plan, test_patch,
+                                                              test_result, staged)
+            finally:
+                scanning.discard(lambda _: None)  # never left running past this step
         finally:
-            scanning.discard(lambda _: None)  # never left running past this step
+            session.close()
         scanning.result()
         self._record("launch", argv, res)
         self.result.commands[-1].output_tail = ""  # the test output is kept in full beside the report
@@ -271,6 +282,16 @@ class Evaluator:
         if links:
             flags.append("patch_symlink_dropped")
             details["symlinks_dropped"] = [{"path": d.path, "target": d.detail} for d in links[:100]]
+
+    def _set_up_report(self, session: ExecSession, argv: list[str]) -> ExecResult:
+        """The set-up step's report, the session's first message, as the result of the command
+        that wrote it (what :meth:`_tree_truth` reads)."""
+        limit = self.config.tree_report_limit
+        message = session.receive(limit, timeout=self.config.setup_timeout * 4 + 60)
+        if message.malformed or message.eof:
+            raise ContainerDied(f"the set-up step ended without its report ({message.malformed or 'no message'}): "
+                                f"{message.body[-1500:].decode('utf-8', 'replace')}")
+        return message.as_result(argv)
 
     def _tree_truth(self, res: ExecResult, nothing_to_apply: bool = False) -> TreeTruth:
         if res.truncated:
@@ -377,7 +398,7 @@ class Evaluator:
         return steps.launch_plan(layout, plan, sorted({*plan.delete, *test_result.deleted}), staged, services,
                                  tests, self.config.setup_timeout, BASE_ENV)
 
-    def _build_step(self, sandbox: Sandbox, layout: steps.Layout, tree: TreeTruth, plan: Plan,
+    def _build_step(self, sandbox: Sandbox, session: ExecSession, layout: steps.Layout, tree: TreeTruth, plan: Plan,
                     test_patch: PatchFiles, test_files: list[str]) -> Plan:
         """The rebuild before the seal, when :func:`rebuild.decide` says so; returns the plan
         decided again from what the patch and the build left (the patch's plan otherwise)."""
@@ -388,7 +409,7 @@ class Evaluator:
         if not decision.run:
             return plan
         t = time.monotonic()
-        out = rebuild.run_build_step(sandbox, layout, spec, self.env, self.config, self._record)
+        out = rebuild.run_build_step(sandbox, session, layout, spec, self.env, self.config, self._record)
         result = rebuild.after_build(out, tree, plan, spec, self.config.tree_report_limit, self.config.max_tree_changes,
                                      lambda after: make_plan(after, test_patch.all, test_files, self.pristine_paths(),
                                                              self.protected_modules, self.config.restore_test_infra,
@@ -402,21 +423,21 @@ class Evaluator:
             raise result.failure
         return result.plan
 
-    def _test_step(self, sandbox: Sandbox, layout: steps.Layout, plan: Plan, test_patch: PatchFiles,
-                   test_result: TestPatchResult, staged: dict[str, tuple[bytes, int]]):
-        """The plan in, the launcher exec. Returns (argv, its result, the test command, the timeout)."""
+    def _test_step(self, sandbox: Sandbox, session: ExecSession, layout: steps.Layout, plan: Plan,
+                   test_patch: PatchFiles, test_result: TestPatchResult, staged: dict[str, tuple[bytes, int]]):
+        """The plan to the session's launcher, which runs the test step. Returns (argv, its
+        result, the test command, the timeout)."""
         timeout = self.config.timeout or self.spec.timeout
         results_path = f"{layout.run_dir}/{steps.RESULTS_NAME}"
         plugin = self.config.monitor and is_pytest(self.spec)
         command = build_test_command(self.spec, test_patch, results_path, plugin)
         launch = self._launch_plan(layout, plan, test_result, staged, command, timeout,
                                    steps.bootstrap(results_path, self.config.monitor))
-        sandbox.put_files(steps.IO_DIR, steps.plan_file(layout, launch))
-        argv = steps.launcher_argv(layout)
+        session.send(steps.plan_message(launch))
         deadline = timeout + self.config.setup_timeout + 60 + sum(
             s.ready_timeout + self.config.setup_timeout * len(s.setup) for s in self.spec.services)
-        res = sandbox.exec(argv, timeout=deadline, output_limit=self.config.test_output_limit, user=ROOT)
-        return argv, res, command, timeout
+        res = session.finish(deadline, self.config.test_output_limit)
+        return session.argv, res, command, timeout
 
     def _absorb_launcher(self, launcher: dict, command: str) -> None:
         for step in launcher.get("commands") or []:

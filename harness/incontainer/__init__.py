@@ -14,6 +14,8 @@ can neither change nor shadow them (``/harness`` is a root-owned tmpfs)::
         processes.py                   commands as the test/service user, the services (imported by launcher.py)
         evidence_channel.py            the launcher's half of the evidence channel: activation
                                        file, collecting socket (root)
+        step_channel.py                the launcher's end of a step session: messages to and from
+                                       the host (imported by launcher.py)
     /harness/trusted/py/               PY_DIR        root, 0755; never on anyone's sys.path
         _harness_boot.py               bootstrap: run by the site hook in every test process
         _harness_genuine.py            which code of the process is genuine installed code
@@ -64,7 +66,7 @@ ACTIVATION = "/harness/activation.json"
 FILE_MODE = 0o444
 DIR_MODE = 0o755
 #: The scripts the launcher and the set-up step run, also installed at the top of TRUSTED_DIR.
-SCRIPTS = ("prepare.py", "launcher.py", "sealing.py", "processes.py", "evidence_channel.py")
+SCRIPTS = ("prepare.py", "launcher.py", "sealing.py", "processes.py", "evidence_channel.py", "step_channel.py")
 #: The hook's file name: sorts before every other ``.pth`` file of a site-packages directory
 #: (digits before ``_`` and letters), so it runs before any ``.pth`` an install added.
 SITE_HOOK_NAME = "00-harness-bootstrap.pth"

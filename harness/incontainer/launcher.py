@@ -3,9 +3,12 @@
 with an empty capability bounding set (``setpriv``); root itself only deletes, seals and
 watches.
 
-    /usr/bin/python3 -I -S /harness/trusted/launcher.py PLAN.json
+    /usr/bin/python3 -I -S /harness/trusted/launcher.py --session SPEC
 
-The plan (root-only, removed once read) names its step. The **build step**
+One exec from the set-up step to the end of the tests (:func:`session`): the set-up step
+(``prepare.py``) as the test user, its report sent to the host, then the plans the host
+sends on stdin (step_channel.py; a plan is never on disk), each naming its step. The
+**build step**
 (``"step": "build"``, only when the spec can rebuild in place and the patch needs it) runs
 before anything is sealed:
 
@@ -62,11 +65,13 @@ import signal
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 
 # the trusted directory (root-owned, read-only): -I leaves it off sys.path
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import evidence_channel  # noqa: E402
+import step_channel  # noqa: E402
 from processes import as_user, captured, env_argv, run_group, start_services  # noqa: E402
 from sealing import (fingerprint, inside, listings, purge_bytecode, remove, remove_tree, seal,  # noqa: E402
                      survey, sysctl)
@@ -276,17 +281,48 @@ def tests_only(text):
 def main():
     if sys.argv[1] == "--tests-only":
         sys.exit(tests_only(sys.argv[2]))
-    plan_path = sys.argv[1]
-    with open(plan_path) as handle:
-        plan = json.load(handle)
-    os.unlink(plan_path)  # consumed
-    if plan.get("step") == "build":
-        return build_step(plan)
+    if sys.argv[1] == "--session":
+        return session(json.loads(sys.argv[2]))
+    sys.exit("usage: launcher.py --session SPEC | --tests-only JSON")
+
+
+def session(spec):
+    """``--session SPEC``: the set-up step as the test user, its report to the host, then
+    the host's plans (a build step's, answered when done; then the test step's) from stdin,
+    all in this one exec (step_channel.py). ``spec``: the set-up step's ``argv``, ``cwd``,
+    ``timeout``, ``user`` and the report's ``limit`` in bytes. Ends when the host closes
+    stdin or after the test step."""
+    out = sys.stdout.buffer
+    uid, gid = spec["user"]
+    limit = spec["limit"]
+    with tempfile.TemporaryFile() as report:
+        res = run_group(as_user(uid, gid, spec["argv"]), spec["cwd"], None, spec["timeout"], report,
+                        subprocess.STDOUT)
+        kill_user(uid)
+        report.seek(0)
+        body = report.read(limit + 1)
+    res.update(step="prepare", truncated=len(body) > limit)
+    step_channel.send(out, res, body[:limit])
+    while True:
+        header, body = step_channel.receive(sys.stdin.buffer, spec.get("plan_limit", 1 << 28))
+        if header is None:
+            return
+        plan = json.loads(body.decode("utf-8"))
+        if plan.get("step") == "build":
+            build_step(plan)
+            step_channel.send(out, {"step": "build"})
+            continue
+        return test_step(plan)
+
+
+def test_step(plan):
+    """Steps 1-6 of the module docstring."""
     testbed, out_dir = plan["testbed"], plan["out_dir"]
     uid, gid = plan["user"]
     record = {"commands": [], "deleted": [], "restored": [], "delete_errors": []}
     # seconds of each part of this step, from the launcher's start (benchmarks read them)
-    record["phases"] = phases = {"python_start": since_process_start()}
+    # (since_process_start: the set-up step and the host's decisions came first, in this exec)
+    record["phases"] = phases = {"since_process_start": since_process_start()}
     lap = [time.monotonic()]
 
     def phase(name):

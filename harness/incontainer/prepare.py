@@ -75,7 +75,7 @@ def early_reset_done(marker, timeout):
             break
         except FileNotFoundError:
             if time.monotonic() > deadline:
-                raise RuntimeError("the working copy was not filled in {} s".format(timeout))
+                raise RuntimeError("the working copy was not filled in {} s".format(timeout)) from None
             time.sleep(delay)
             delay = min(delay * 2, 0.05)
     if not stat.S_ISREG(info.st_mode) or info.st_uid != 0:

@@ -29,11 +29,13 @@ patch added.
 from __future__ import annotations
 
 import fnmatch
+import time
 from dataclasses import dataclass
 
 from typing import Callable
 
-from harness.engine.sandbox import ROOT, Sandbox
+from harness.engine.exec_session import ExecSession
+from harness.engine.sandbox import ExecResult, Sandbox
 from harness.errors import ContainerDied, PatchRejected, RebuildFailed, build_failure_excerpt
 from harness.inputs.specs import EnvSpec
 from harness.integrity import steps
@@ -121,24 +123,26 @@ def build_findings(before: TreeTruth, after: TreeTruth, patch_plan: Plan, plan: 
     return BuildFindings(flags, details)
 
 
-def run_build_step(sandbox: Sandbox, layout: steps.Layout, spec: EnvSpec, env: dict[str, str], config,
-                   record: Callable) -> dict[str, bytes]:
-    """The build step's plan in, the launcher's exec, its output directory back. ``env``
-    is the scrubbed environment; the rebuild gets the monitor's bootstrap on top (the
-    pristine tree's retry runs without). ``record(phase, argv, result)`` keeps the exec."""
+def run_build_step(sandbox: Sandbox, session: ExecSession, layout: steps.Layout, spec: EnvSpec,
+                   env: dict[str, str], config, record: Callable) -> dict[str, bytes]:
+    """The build step's plan to the session's launcher, its answer, its output directory
+    back. ``env`` is the scrubbed environment; the rebuild gets the monitor's bootstrap on
+    top (the pristine tree's retry runs without). ``record(phase, argv, result)`` keeps the
+    step."""
     argv = ["/bin/bash", "-c", spec.reinstall_command]
     limits = {"max_changes": config.max_tree_changes, "content_limit": 0, "content_total": 0}
     launch = steps.build_plan(layout, argv, env, steps.bootstrap(None, config.monitor), spec.reinstall_timeout,
                               config.setup_timeout, limits)
-    sandbox.put_files(steps.IO_DIR, steps.plan_file(layout, launch, "build.json"))
-    exec_argv = steps.launcher_argv(layout, "build.json")
-    res = sandbox.exec(exec_argv, timeout=2 * spec.reinstall_timeout + 2 * config.setup_timeout + 60,
-                       output_limit=1 << 20, user=ROOT)
-    record("build_step", exec_argv, res)
-    out = None if res.killed or res.timed_out else sandbox.get_files(
-        layout.out_dir, config.tree_report_limit + 32 * 1024 * 1024)
+    started = time.monotonic()
+    session.send(steps.plan_message(launch))
+    answer = session.receive(1024, timeout=2 * spec.reinstall_timeout + 2 * config.setup_timeout + 60)
+    res = ExecResult(session.argv, 0 if answer.ok else None, answer.body[-4000:].decode("utf-8", "replace"),
+                     time.monotonic() - started, answer.timed_out, answer.truncated,
+                     killed=answer.timed_out or answer.truncated or bool(answer.malformed))
+    record("build_step", session.argv, res)
+    out = None if res.killed else sandbox.get_files(layout.out_dir, config.tree_report_limit + 32 * 1024 * 1024)
     if out is None or "build.json" not in out:
-        raise ContainerDied(f"the build step left no record (exit {res.exit_code}): {res.output[-800:]}")
+        raise ContainerDied(f"the build step left no record: {answer.malformed or res.output[-800:]}")
     return out
 
 

@@ -9,21 +9,24 @@ Layout of ``/harness`` (a root-owned tmpfs) during one evaluation::
     /harness/evidence.sock       root, group of the test user, 0620, while the test command runs
     /harness/in-<token>/         test user, 0700: request.json, model.diff (removed once applied),
                                  remaining.diff (the already-present fallback's, removed once applied)
-    /harness/plan-<token>/       root, 0700: files/ (the test files to install), plan.json (removed once read)
+    /harness/plan-<token>/       root, 0700: files/ (the test files to install)
     /harness/run-<token>/        test user, 0700, made just before the tests: the runner's results file
     /harness/out-<token>/        root, 0700: evidence.json, events.jsonl, results (copied by root);
                                  build.json, build-events.jsonl, tree.json (the build step)
     /harness/report-<token>/     root, 0755 (the build step): request.json (0444) of the tree report
     /harness/svc-<token>/        root, 0755: one directory per service, its user's, 0700 (cwd, HOME, log)
 
-One archive call puts ``trusted/``, ``in-``, ``plan-`` (with the test files, which do not
-depend on what the patch did) and ``out-`` in place; the set-up step runs as the test
-user; a second archive call puts the plan (decided from the tree truth); the launcher
-runs as root and installs the test files; one archive read takes ``out-`` back. When the
-spec rebuilds in place (harness/integrity/rebuild.py), a *build step* runs between the two:
-its own plan, the launcher as root running the rebuild as the test user before anything is
+The container's first process fills ``/testbed`` from the pristine tree as the test user
+(:func:`early_reset`) while one archive call puts ``trusted/``, ``in-``, ``plan-`` (with
+the test files, which do not depend on what the patch did) and ``out-`` in place. Then
+**one exec** runs to the end (:func:`session_argv`, harness/engine/exec_session.py): the
+launcher, as root, runs the set-up step as the test user and sends its report to the host;
+the host sends the plan (decided from the tree truth) on the launcher's stdin; the launcher
+installs the test files, seals and runs the tests. One archive read takes ``out-`` back.
+When the spec rebuilds in place (harness/integrity/rebuild.py), a *build step* runs between
+the two, in the same exec: its own plan, the rebuild as the test user before anything is
 sealed, and the tree truth again (``prepare.py`` in report mode, from a root-owned request:
-the test user could have rewritten ``in-``), read back with ``out-``.
+the test user could have rewritten ``in-``), read back with ``out-``; then the test plan.
 """
 
 from __future__ import annotations
@@ -181,8 +184,19 @@ def prepare_argv(layout: Layout) -> list[str]:
     return [SYSTEM_PYTHON, "-I", "-S", f"{TRUSTED}/prepare.py", f"{layout.in_dir}/request.json"]
 
 
-def launcher_argv(layout: Layout, name: str = "plan.json") -> list[str]:
-    return [SYSTEM_PYTHON, "-I", "-S", f"{TRUSTED}/launcher.py", f"{layout.plan_dir}/{name}"]
+def session_argv(layout: Layout, timeout: float, report_limit: int) -> list[str]:
+    """The launcher in session mode (root): the set-up step (:func:`prepare_argv`, as the test
+    user, in the working copy, under ``timeout``; its report cut at ``report_limit`` bytes),
+    then the plans the host sends (:func:`plan_message`), in one exec
+    (harness/engine/exec_session.py)."""
+    spec = {"argv": prepare_argv(layout), "cwd": TESTBED, "timeout": timeout, "user": [TEST_UID, TEST_UID],
+            "limit": report_limit}
+    return [SYSTEM_PYTHON, "-I", "-S", f"{TRUSTED}/launcher.py", "--session", json.dumps(spec, sort_keys=True)]
+
+
+def plan_message(plan: dict) -> bytes:
+    """A plan as the session's launcher reads it from its stdin (:func:`session_argv`)."""
+    return json.dumps(plan).encode()
 
 
 def tests_only_argv(spec: dict) -> list[str]:
@@ -229,9 +243,3 @@ def build_plan(layout: Layout, argv: list[str], env: dict[str, str], bootstrap_:
             "build": {"argv": argv, "env": env, "pristine_env": env, "bootstrap": bootstrap_, "timeout": timeout},
             "report": {"path": path, "request": request,
                        "argv": [SYSTEM_PYTHON, "-I", "-S", f"{TRUSTED}/prepare.py", path]}}
-
-
-def plan_file(layout: Layout, plan: dict, name: str = "plan.json") -> dict[str, FileEntry]:
-    directory = layout.plan_dir.rsplit("/", 1)[1]
-    return {f"{directory}/{name}": FileEntry(json.dumps(plan).encode(), 0o600, 0)}
-

@@ -11,7 +11,8 @@ import time
 import pytest
 
 from harness.engine.layers import PRISTINE_TREE
-from harness.engine.sandbox import EarlyCommand, _first_process
+from harness.engine.early import EarlyCommand
+from harness.engine.early import first_process as _first_process
 from harness.incontainer import prepare
 from harness.integrity import steps
 
