@@ -42,6 +42,7 @@ from harness.evaluation.setup import EvalConfig, Evaluation
 from harness.grading.status import ErrorReason, InstanceStatus
 from harness.inputs.instances import Instance
 from harness.evaluation import proving
+from harness.evaluation.prestart import Prestarted, PrestartPool
 from harness.integrity import steps
 from harness.integrity.canaries import CanaryPlan
 from harness.results.manifest import task_pins
@@ -79,6 +80,39 @@ class TaskEvaluator:
         self.node = node or node_name()
         self.backend = backend or docker_backend(config, client, scope)
         self._engine_lost = False
+        #: sandboxes started for tasks before they start (:meth:`prestart`)
+        self.prestarted = PrestartPool()
+
+    # ------------------------------------------------------------------ ahead of a task
+    def prestart(self, request: TaskRequest) -> None:
+        """Prepare the images of a task the executor starts next and start its sandbox, while
+        other tasks run (harness.evaluation.prestart). Never raises: what fails here the task
+        does again, and reports, itself."""
+        if request.pins_only or self.backend.stopped or self._engine_lost:
+            return
+        self.prestarted.begin(request.token)
+        ready = None
+        try:
+            prepared = self.preparer.prepare(request.task.instance)
+            ready = Prestarted(prepared, self._start(prepared, request))
+        except Exception as exc:  # noqa: BLE001 — the task prepares and starts again, and reports
+            get_logger(instance_id=request.task.instance.instance_id, run_id=self.config.run_id,
+                       node=self.node).info("instance.prestart_failed", error=str(exc)[:300])
+        if ready is not None and not self.prestarted.offer(request.token, ready):
+            ready.sandbox.release()
+        elif ready is None:
+            self.prestarted.offer(request.token, None)
+
+    def drop_prestarted(self) -> None:
+        """Release every pre-started sandbox no task took (the run is ending)."""
+        for ready in self.prestarted.drain():
+            ready.sandbox.release()
+
+    def _start(self, prepared: Prepared, request: TaskRequest):
+        """A fresh sandbox for the task (its working copy filled from the first process on)."""
+        return self.backend.start(prepared.image.tag, request.task.instance.instance_id,
+                                  hosts=prepared.spec.service_hosts, net_admin=prepared.spec.needs_net_admin,
+                                  task=request.token, cpus=prepared.spec.cpus, early=steps.early_reset())
 
     # ------------------------------------------------------------------ one task
     def evaluate(self, request: TaskRequest) -> TaskOutcome:
@@ -95,8 +129,18 @@ class TaskEvaluator:
                 return self._failed(task, ErrorReason.ENGINE_LOST, EngineLost(
                     f"the Docker engine of node {self.node} does not answer"), started, log)
             self._engine_lost = False
+        ready = self.prestarted.take(request.token)
         try:
-            prepared = self._prepare_with_retries(instance, log)
+            return self._evaluate(request, ready, started, log)
+        finally:
+            if ready is not None and ready.sandbox is not None:   # not taken by an evaluation
+                ready.sandbox.release()
+
+    def _evaluate(self, request: TaskRequest, ready: Prestarted | None, started: float, log) -> TaskOutcome:
+        task = request.task
+        instance, prediction = task.instance, task.prediction
+        try:
+            prepared = ready.prepared if ready is not None else self._prepare_with_retries(instance, log)
         except (InputError, RepositoryUnavailable) as exc:
             reason = (ErrorReason.REPOSITORY_UNAVAILABLE if isinstance(exc, RepositoryUnavailable)
                       else ErrorReason.MALFORMED_INSTANCE)
@@ -127,6 +171,19 @@ class TaskEvaluator:
         facts = control_facts(instance, self.config.control_dir) if self.config.control_dir is not None else None
         control_skipped = frozenset(facts["skipped"]) if facts else frozenset()
         canary_plan = self._canary_plan(instance, prepared.spec, facts)
+
+        prestarted_used = []
+
+        def start():
+            """The pre-started sandbox for the task's first evaluation, a fresh one for any other."""
+            if ready is not None and ready.sandbox is not None:
+                sandbox, ready.sandbox = ready.sandbox, None
+                if sandbox.alive():
+                    prestarted_used.append(sandbox.id)
+                    return sandbox
+                sandbox.release()
+            return self._start(prepared, request)
+
         def evaluate(candidate: Prediction, plan: CanaryPlan) -> tuple[Evaluator, Evaluation]:
             for attempt in Retrying(stop=stop_after_attempt(self.config.retries),
                                     wait=wait_exponential(multiplier=0.5, max=8),
@@ -137,10 +194,7 @@ class TaskEvaluator:
                                           self._eval_config(prepared.spec), prepared.protected_modules,
                                           pristine_repo.paths, control_skipped, plan,
                                           reference_undeclared=(facts or {}).get("undeclared"))
-                    evaluation = evaluator.run(lambda: self.backend.start(
-                        prepared.image.tag, instance.instance_id, hosts=prepared.spec.service_hosts,
-                        net_admin=prepared.spec.needs_net_admin, task=request.token, cpus=prepared.spec.cpus,
-                        early=steps.early_reset()))
+                    evaluation = evaluator.run(start)
             return evaluator, evaluation
 
         try:
@@ -173,6 +227,8 @@ class TaskEvaluator:
         result.attempts = attempts
         result.timings["prepare_images"] = round(prep_seconds, 4)
         result.timings["wall"] = round(time.monotonic() - started, 4)
+        if prestarted_used:   # its images prepared and its sandbox started before the task (prestart.py)
+            result.resources["sandbox_prestarted"] = True
         result.image = {"tag": prepared.image.tag, "id": prepared.image.image_id,
                         "inputs_hash": prepared.image.inputs_hash, "env_tag": prepared.env_image.tag,
                         "env_id": prepared.env_image.image_id, "tree_sha": prepared.tree_sha,

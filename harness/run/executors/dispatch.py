@@ -63,6 +63,10 @@ class SpreadDispatch:
             self._cold_in_flight[group] += 1
         return request
 
+    def is_warm(self, request: Any) -> bool:
+        """Whether a task of ``request``'s group has finished (its environment is made)."""
+        return self._group(request) in self._warm
+
     def finished(self, request: Any) -> None:
         """A started request's outcome arrived: its group's environment is made (or failed
         to be: its other tasks then try, and report, for themselves)."""

@@ -22,26 +22,41 @@ class LocalExecutor:
     the evaluations in flight, whose outcomes are dropped) and the interrupt propagates.
     """
 
-    def __init__(self, max_workers: int = 1, window: int = 256) -> None:
+    def __init__(self, max_workers: int = 1, window: int = 256, prestart: bool = True) -> None:
         self.max_workers = max(1, max_workers)
         self.window = window
+        #: ready the next task's sandbox while the current tasks run (harness.evaluation.prestart)
+        self.prestart = prestart
         self.aborted = ""
 
     def run(self, setup: NodeSetup, requests: Iterable, on_done: Callable) -> None:
         evaluator = setup.evaluator()
         timeout = setup.config.task_timeout
         pool = concurrent.futures.ThreadPoolExecutor(self.max_workers, thread_name_prefix="harness")
+        # evaluators that can ready a task's sandbox before it starts (grading's) have prestart
+        prestart = getattr(evaluator, "prestart", None) if self.prestart else None
+        ahead = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="harness-prestart")
         pending: dict[concurrent.futures.Future, object] = {}
         dispatch = SpreadDispatch(requests, window=self.window)
         exhausted = False
+        held = None   # the next request, taken while every worker is busy (its sandbox starting)
+        readying = False
         try:
             while True:
                 while not exhausted and len(pending) < self.max_workers:
-                    request = dispatch.take()
+                    request, held = (held if held is not None else dispatch.take()), None
                     if request is None:
                         exhausted = True
                         break
                     pending[pool.submit(run_with_deadline, evaluator, request, timeout)] = request
+                if prestart is not None and not exhausted and held is None:
+                    held, readying = dispatch.take(), False
+                    exhausted = held is None
+                # once its version's environment exists (a task of it finished), readying the held
+                # request builds nothing big: its sandbox starts while the current tests run
+                if prestart is not None and held is not None and not readying and dispatch.is_warm(held):
+                    ahead.submit(prestart, held)
+                    readying = True
                 if not pending:
                     break
                 # A timeout, so that Ctrl-C reaches this thread while tasks run.
@@ -53,6 +68,7 @@ class LocalExecutor:
                     on_done(request, future.result())
         except BaseException:
             evaluator.stop()  # no new container, no retry
+            ahead.shutdown(wait=False, cancel_futures=True)
             pool.shutdown(wait=False, cancel_futures=True)
             try:
                 evaluator.backend.cleanup_run()
@@ -61,6 +77,9 @@ class LocalExecutor:
             raise
         finally:
             pool.shutdown(wait=True)
+            ahead.shutdown(wait=True)
+            if prestart is not None:
+                evaluator.drop_prestarted()
 
     def cleanup(self, setup: NodeSetup) -> int:
         return setup.evaluator().backend.cleanup_run()
