@@ -7,15 +7,15 @@ container and engine round trips, and each archive call about as much again. A s
 keeps the trusted launcher running from the set-up step to the end of the tests:
 
 * the exec's **stdin** carries the host's messages (the plans it decides from the tree truth);
-* its **output** starts with the launcher's messages (the set-up step's report, a finished
-  build step) and, once the test step has begun, is the tests' output and nothing else.
+* its **stderr** carries the launcher's messages (the set-up step's report, a finished build
+  step with its output directory, the test step's output directory);
+* its **stdout** is the tests' output and nothing else.
 
 A message is one JSON header line (at most :data:`HEADER_LIMIT` bytes, with ``size``, the
-length of the body that follows) and the body. The launcher writes messages only while
-nothing of the model runs with its output (the set-up step and the build step capture
-their commands' output in files of their own; the trusted side is
-``harness/incontainer/step_channel.py``), so nothing the model runs can forge one; the
-tests' output is read as output, never as a message.
+length of the body that follows) and the body. Nothing the model runs holds the launcher's
+stderr (the set-up step's and the build's output go to files of their own, the tests'
+stderr joins their stdout; the trusted side is ``harness/incontainer/step_channel.py``), so
+nothing it runs can forge a message; the tests' output is read as output, never as a message.
 
 Limits and deadlines work as for :meth:`DockerSandbox.exec`: a message past its limit, an
 output past its limit, or a deadline kills the container, and the result says so.
@@ -37,6 +37,8 @@ from harness.errors import ContainerDied, InfrastructureError
 
 #: bytes of one message's header line
 HEADER_LIMIT = 4096
+#: the stream id of stderr in the engine's multiplexed exec stream
+STDERR = 2
 
 
 @dataclass
@@ -99,7 +101,8 @@ class ExecSession:
         self._exec_id = exec_id
         self._sock = sock
         self._raw = getattr(sock, "_sock", sock)   # the socket under docker-py's SocketIO
-        self._buffer = bytearray()
+        self._buffer = bytearray()      # stderr: the launcher's messages
+        self._output = bytearray()      # stdout: the tests' output
         self._cap = cap
         self._overflow = False
         self._eof = False
@@ -110,10 +113,11 @@ class ExecSession:
     # ------------------------------------------------------------------ reading
     def _pump(self) -> None:
         try:
-            for _stream, data in frames_iter(self._sock, tty=False):
+            for stream, data in frames_iter(self._sock, tty=False):
                 with self._changed:
-                    room = self._cap - len(self._buffer)
-                    self._buffer += data[:max(0, room)]
+                    into = self._buffer if stream == STDERR else self._output
+                    room = self._cap - len(into)
+                    into += data[:max(0, room)]
                     if len(data) > room:
                         self._overflow = True
                         return
@@ -136,12 +140,14 @@ class ExecSession:
                 self._changed.wait(min(left, 1.0))
             return ready()
 
-    def receive(self, limit: int, timeout: float) -> Message:
-        """The next message from the exec, its body at most ``limit`` bytes."""
+    def receive(self, limit: int, timeout: float, *, kill: bool = True) -> Message:
+        """The next message from the exec, its body at most ``limit`` bytes. A message that
+        does not come, or is not one, kills the container unless ``kill`` is False (the
+        caller then reads what it needs another way)."""
         deadline = time.monotonic() + timeout
         if not self._wait(lambda: b"\n" in self._buffer[:HEADER_LIMIT + 1] or len(self._buffer) > HEADER_LIMIT,
                           deadline):
-            return self._failed(timed_out=not self._eof)
+            return self._failed(timed_out=not self._eof, kill=kill)
         with self._changed:
             line, newline, _ = bytes(self._buffer[:HEADER_LIMIT + 1]).partition(b"\n")
         try:
@@ -152,23 +158,23 @@ class ExecSession:
             if not isinstance(size, int) or isinstance(size, bool) or size < 0:
                 raise ValueError("no size")
         except (ValueError, KeyError):
-            return self._failed(malformed=f"not a message header: {line[:300]!r}")
+            return self._failed(malformed=f"not a message header: {line[:300]!r}", kill=kill)
         need = len(line) + 1 + size
         if size > limit or need > self._cap:
-            return self._failed(truncated=True, header=header)
+            return self._failed(truncated=True, header=header, kill=kill)
         if not self._wait(lambda: len(self._buffer) >= need, deadline):
-            return self._failed(timed_out=not self._eof, header=header)
+            return self._failed(timed_out=not self._eof, header=header, kill=kill)
         with self._changed:
             body = bytes(self._buffer[len(line) + 1:need])
             del self._buffer[:need]
         return Message(header, body)
 
     def _failed(self, *, timed_out: bool = False, truncated: bool = False, malformed: str = "",
-                header: dict | None = None) -> Message:
+                header: dict | None = None, kill: bool = True) -> Message:
         with self._changed:
             body = bytes(self._buffer)
         killed = timed_out or truncated or bool(malformed)
-        if killed:
+        if killed and kill:
             self._sandbox.kill()
         return Message(header or {}, body, eof=not killed, timed_out=timed_out, truncated=truncated,
                        malformed=malformed)
@@ -184,12 +190,13 @@ class ExecSession:
 
     # ------------------------------------------------------------------ the end
     def finish(self, timeout: float, output_limit: int):
-        """Everything the exec writes from here to its end, as an :class:`ExecResult` (the
-        output cut at ``output_limit``; a deadline or the limit kills the container)."""
+        """The exec's stdout from here to its end, as an :class:`ExecResult` (the output cut
+        at ``output_limit``; a deadline or the limit kills the container). Its messages
+        stay to be :meth:`receive`d."""
         started = time.monotonic()
-        truncated = self._wait(lambda: len(self._buffer) > output_limit or self._overflow, started + timeout)
+        truncated = self._wait(lambda: len(self._output) > output_limit or self._overflow, started + timeout)
         with self._changed:
-            output = bytes(self._buffer[:output_limit])
+            output = bytes(self._output[:output_limit])
             timed_out = not (truncated or self._eof)
         killed = timed_out or truncated
         if killed:

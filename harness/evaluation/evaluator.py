@@ -117,6 +117,11 @@ class Evaluator:
     def _phase(self, name: str, started: float) -> None:
         self.result.timings[name] = round(self.result.timings.get(name, 0.0) + time.monotonic() - started, 4)
 
+    @property
+    def _out_limit(self) -> int:
+        """What the test step's output directory may hold (the results file and the evidence)."""
+        return self.config.junit_limit + 32 * 1024 * 1024
+
     def _step_phases(self, step: str, phases: dict[str, float]) -> None:
         """The in-sandbox parts of a step (what its fixed cost is made of: benchmarks/overhead.py)."""
         if phases:
@@ -222,6 +227,8 @@ class Evaluator:
                 t = time.monotonic()
                 argv, res, command, timeout = self._test_step(sandbox, session, layout, plan, test_patch,
                                                               test_result, staged)
+                # the output directory as the launcher sent it (None: the host reads it itself)
+                collected = None if res.killed else steps.received_files(session, self._out_limit, "tests")
             finally:
                 scanning.discard(lambda _: None)  # never left running past this step
         finally:
@@ -234,7 +241,7 @@ class Evaluator:
 
         # 7. collect
         t = time.monotonic()
-        out = None if res.killed else sandbox.get_files(layout.out_dir, self.config.junit_limit + 32 * 1024 * 1024)
+        out = None if res.killed else (collected or sandbox.get_files(layout.out_dir, self._out_limit))
         self._phase("copy_out", t)
 
         t = time.monotonic()

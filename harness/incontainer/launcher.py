@@ -256,8 +256,10 @@ def run_tests(tests, testbed, out_dir, uid, gid, events_limit, record, pristine=
         boot = dict(boot, testbed=testbed, pristine=pristine)
     sys.stdout.flush()
     with monitored(boot, os.path.join(out_dir, "events.jsonl"), uid, gid, events_limit) as window:
+        # the tests' stderr joins their stdout: the exec's stderr is the launcher's own
+        # channel to the host (step_channel.py), which nothing of the model holds
         res = run_group(as_user(uid, gid, env_argv(tests["env"], tests["argv"])), testbed, None, tests["timeout"],
-                        None, None)
+                        None, subprocess.STDOUT)
     res.update(phase="tests", argv=tests["argv"])
     record["tests"] = res
     kill_user(uid)
@@ -292,7 +294,7 @@ def session(spec):
     all in this one exec (step_channel.py). ``spec``: the set-up step's ``argv``, ``cwd``,
     ``timeout``, ``user`` and the report's ``limit`` in bytes. Ends when the host closes
     stdin or after the test step."""
-    out = sys.stdout.buffer
+    out = sys.stderr.buffer     # the launcher's messages; its stdout carries the tests' output only
     uid, gid = spec["user"]
     limit = spec["limit"]
     with tempfile.TemporaryFile() as report:
@@ -310,9 +312,12 @@ def session(spec):
         plan = json.loads(body.decode("utf-8"))
         if plan.get("step") == "build":
             build_step(plan)
-            step_channel.send(out, {"step": "build"})
+            step_channel.send(out, {"step": "build"}, step_channel.tar_of_files(plan["out_dir"]))
             continue
-        return test_step(plan)
+        try:
+            return test_step(plan)
+        finally:   # what the step left, however it ended (the host reads the directory itself without it)
+            step_channel.send(out, {"step": "tests"}, step_channel.tar_of_files(plan["out_dir"]))
 
 
 def test_step(plan):

@@ -4,15 +4,19 @@ In ``--session`` mode the launcher runs the set-up step and then the host's plan
 exec (the host's end, and why: ``harness/engine/exec_session.py``). A message is one JSON
 header line with ``size``, the length of the body that follows, then the body:
 
-* the launcher writes messages on its stdout, only while nothing of the model writes there
-  (the set-up step and the build step capture their commands' output in files of their
-  own); from the test step on, its stdout is the tests' output;
+* the launcher writes messages on its **stderr**, which nothing of the model holds (the
+  set-up step's and the build's output go to files of their own, the tests' stderr joins
+  their stdout); its stdout is the tests' output and nothing else;
 * the host writes its messages (the plans) on the launcher's stdin, which nothing else reads.
 
 Runs on any Python >= 3.6.
 """
 
+import io
 import json
+import os
+import stat
+import tarfile
 
 #: bytes of one header line (the host's limit too)
 HEADER_LIMIT = 4096
@@ -44,3 +48,24 @@ def receive(stream, limit):
             raise ValueError("the message ended after {} of {} bytes".format(len(body), size))
         body += chunk
     return header, body
+
+
+def tar_of_files(directory):
+    """The regular files directly in ``directory`` (root's output directory) as a tar stream;
+    a file that is not regular, or vanishes, is left out."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name in sorted(os.listdir(directory)):
+            path = os.path.join(directory, name)
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+            except OSError:
+                continue
+            with os.fdopen(fd, "rb") as handle:
+                info = os.fstat(handle.fileno())
+                if not stat.S_ISREG(info.st_mode):
+                    continue
+                member = tarfile.TarInfo(name)
+                member.size, member.mtime, member.mode = info.st_size, int(info.st_mtime), 0o600
+                tar.addfile(member, handle)
+    return buffer.getvalue()

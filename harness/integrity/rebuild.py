@@ -29,11 +29,13 @@ patch added.
 from __future__ import annotations
 
 import fnmatch
+import io
 import time
 from dataclasses import dataclass
 
 from typing import Callable
 
+from harness.engine import archive
 from harness.engine.exec_session import ExecSession
 from harness.engine.sandbox import ExecResult, Sandbox
 from harness.errors import ContainerDied, PatchRejected, RebuildFailed, build_failure_excerpt
@@ -135,12 +137,16 @@ def run_build_step(sandbox: Sandbox, session: ExecSession, layout: steps.Layout,
                               config.setup_timeout, limits)
     started = time.monotonic()
     session.send(steps.plan_message(launch))
-    answer = session.receive(1024, timeout=2 * spec.reinstall_timeout + 2 * config.setup_timeout + 60)
-    res = ExecResult(session.argv, 0 if answer.ok else None, answer.body[-4000:].decode("utf-8", "replace"),
+    answer = session.receive(config.tree_report_limit + 48 * 1024 * 1024,
+                             timeout=2 * spec.reinstall_timeout + 2 * config.setup_timeout + 60)
+    res = ExecResult(session.argv, 0 if answer.ok else None,
+                     "" if answer.ok else answer.body[-4000:].decode("utf-8", "replace"),
                      time.monotonic() - started, answer.timed_out, answer.truncated,
                      killed=answer.timed_out or answer.truncated or bool(answer.malformed))
     record("build_step", session.argv, res)
-    out = None if res.killed else sandbox.get_files(layout.out_dir, config.tree_report_limit + 32 * 1024 * 1024)
+    limit = config.tree_report_limit + 32 * 1024 * 1024
+    sent = None if res.killed else archive.regular_files(io.BytesIO(answer.body), limit)
+    out = None if res.killed else (sent if sent and "build.json" in sent else sandbox.get_files(layout.out_dir, limit))
     if out is None or "build.json" not in out:
         raise ContainerDied(f"the build step left no record: {answer.malformed or res.output[-800:]}")
     return out

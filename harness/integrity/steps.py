@@ -32,6 +32,7 @@ the test user could have rewritten ``in-``), read back with ``out-``; then the t
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import posixpath
 import secrets
@@ -39,6 +40,7 @@ from dataclasses import dataclass
 
 from harness import incontainer
 from harness.engine.layers import PRISTINE_TREE
+from harness.engine import archive
 from harness.engine.sandbox import EarlyCommand, FileEntry
 from harness.integrity.evidence import SURVEY_WATCH
 
@@ -192,6 +194,16 @@ def session_argv(layout: Layout, timeout: float, report_limit: int) -> list[str]
     spec = {"argv": prepare_argv(layout), "cwd": TESTBED, "timeout": timeout, "user": [TEST_UID, TEST_UID],
             "limit": report_limit}
     return [SYSTEM_PYTHON, "-I", "-S", f"{TRUSTED}/launcher.py", "--session", json.dumps(spec, sort_keys=True)]
+
+
+def received_files(session, limit: int, step: str) -> dict[str, bytes] | None:
+    """The output directory the session's launcher sent at the end of ``step`` (its regular
+    files by name, at most ``limit`` bytes in all), or None when no such message came: the
+    caller then reads the directory through the archive API."""
+    message = session.receive(limit + 1024 * 1024, timeout=30, kill=False)
+    if not message.ok or message.header.get("step") != step:
+        return None
+    return archive.regular_files(io.BytesIO(message.body), limit)
 
 
 def plan_message(plan: dict) -> bytes:

@@ -1,5 +1,6 @@
-"""One exec the host talks to (harness/engine/exec_session.py): messages both ways, then a
-plain output stream, with the limits and deadlines of an ordinary exec. Real containers."""
+"""One exec the host talks to (harness/engine/exec_session.py): messages both ways (the
+host's on stdin, the launcher's on stderr), the output on stdout, with the limits and
+deadlines of an ordinary exec. Real containers."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from tests.conftest import leftover_containers
 #: the launcher's side of the protocol, as step_channel.py writes and reads it
 ECHO = r'''
 import json, sys
-out = sys.stdout.buffer
+out = sys.stderr.buffer
 def send(header, body):
     out.write(json.dumps(dict(header, size=len(body))).encode() + b"\n" + body); out.flush()
 send({"step": "first", "exit_code": 0}, b"report body")
@@ -26,6 +27,7 @@ send({"step": "echo"}, body.upper())
 line = sys.stdin.buffer.readline()
 body = sys.stdin.buffer.read(json.loads(line)["size"])
 print("plain output after", body.decode(), flush=True)
+send({"step": "tests"}, b"the output directory")
 sys.exit(3)
 '''
 
@@ -60,16 +62,19 @@ def test_messages_go_both_ways_and_then_the_output_is_plain(box):
         assert echo.ok and echo.body == b"PLAN ONE"
         session.send(b"{\"size\": 0}")       # a header-like body is a body
         res = session.finish(60, 1 << 16)
+        last = session.receive(1024, timeout=10)       # sent after the output, kept apart from it
     finally:
         session.close()
     assert res.exit_code == 3 and not res.killed
     assert res.output == 'plain output after {"size": 0}\n'
+    assert last.ok and last.header["step"] == "tests" and last.body == b"the output directory"
     assert box.alive()
 
 
 @pytest.mark.parametrize("script, expect", [
-    ('import sys; sys.stdout.write(\'{"size": 5000}\\n\' + "x" * 5000); sys.stdout.flush()', "truncated"),
-    ('print("Traceback (most recent call last):", flush=True)', "malformed"),
+    ('import sys; sys.stderr.write(\'{"size": 5000}\\n\' + "x" * 5000); sys.stderr.flush()', "truncated"),
+    ('import sys; print("Traceback (most recent call last):", file=sys.stderr, flush=True)', "malformed"),
+    ('print(\'{"size": 3}\', flush=True); print("abc", flush=True); import time; time.sleep(60)', "timed_out"),
     ('import time; time.sleep(60)', "timed_out"),
 ])
 def test_a_message_past_its_limit_a_non_message_or_a_deadline_kills_the_container(box, script, expect):
@@ -85,7 +90,7 @@ def test_a_message_past_its_limit_a_non_message_or_a_deadline_kills_the_containe
 
 
 def test_the_end_of_the_exec_before_a_message_is_an_end_not_a_kill(box):
-    session = box.session(["python3", "-c", "print('partial', end='')"], cap=1 << 20)
+    session = box.session(["python3", "-c", "import sys; sys.stderr.write('partial')"], cap=1 << 20)
     try:
         message = session.receive(1024, timeout=30)
     finally:
@@ -103,3 +108,16 @@ def test_output_past_its_limit_after_the_messages_is_cut_and_the_container_kille
     assert res.truncated and res.killed and res.exit_code is None
     assert len(res.output) == 100_000
     assert not box.alive()
+
+
+def test_a_message_that_does_not_come_need_not_kill_the_container(box):
+    """The test step's output directory is read through the archive API when the launcher
+    did not send it: that receive leaves the container running."""
+    session = box.session(["python3", "-c", "print('only output')"], cap=1 << 20)
+    try:
+        res = session.finish(30, 1 << 16)
+        message = session.receive(1024, timeout=5, kill=False)
+    finally:
+        session.close()
+    assert res.output == "only output\n" and message.eof and not message.ok
+    assert box.alive()
