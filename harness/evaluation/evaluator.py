@@ -199,13 +199,15 @@ class Evaluator:
         # them comes back without its content, and the patch is refused: _decide)
         limits = {"max_changes": self.config.max_tree_changes, "content_limit": artefacts.FILE_LIMIT,
                   "content_total": artefacts.TOTAL_LIMIT}
-        sandbox.put_files(steps.IO_DIR, steps.initial_files(layout, patch_bytes, self.env, self.config.setup_timeout,
-                                                            limits, staged, sections, sandbox.early_marker))
-        # one exec from the set-up step to the end of the tests (harness.engine.exec_session)
+        inputs = steps.initial_files(layout, patch_bytes, self.env, self.config.setup_timeout, limits, staged,
+                                     sections, sandbox.early_marker)
+        # one exec from the inputs to the end of the tests (harness.engine.exec_session): the
+        # inputs are its first message, the set-up step's report its first answer
         argv = steps.session_argv(layout, self.config.setup_timeout * 4, self.config.tree_report_limit)
         session = sandbox.session(argv, user=ROOT, cap=max(self.config.tree_report_limit,
                                                            self.config.test_output_limit) + 2 * HEADER_LIMIT)
         try:
+            session.send(steps.inputs_message(inputs))
             res = self._set_up_report(session, steps.prepare_argv(layout))
             self._record("prepare", res.argv, res)
             try:

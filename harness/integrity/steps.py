@@ -186,14 +186,43 @@ def prepare_argv(layout: Layout) -> list[str]:
     return [SYSTEM_PYTHON, "-I", "-S", f"{TRUSTED}/prepare.py", f"{layout.in_dir}/request.json"]
 
 
+#: What the session's exec runs before the launcher (root, the system Python, its source in
+#: argv: nothing of the sandbox's is trusted before it): the first message on stdin is a tar
+#: of the evaluation's inputs (:func:`initial_files`), extracted under /harness with the
+#: owners and modes it names; then the launcher, from the trusted files just put in place.
+SESSION_BOOT = """
+import io, json, os, sys, tarfile
+header = json.loads(sys.stdin.buffer.readline(4097))
+size, data = header["size"], b""
+while len(data) < size:
+    chunk = sys.stdin.buffer.read(size - len(data))
+    if not chunk:
+        sys.exit("the inputs ended after %d of %d bytes" % (len(data), size))
+    data += chunk
+trusted = {"filter": "fully_trusted"} if hasattr(tarfile, "fully_trusted_filter") else {}
+with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+    tar.extractall(sys.argv[1], numeric_owner=True, **trusted)
+del data
+sys.argv = [sys.argv[2]] + sys.argv[3:]
+import runpy
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
 def session_argv(layout: Layout, timeout: float, report_limit: int) -> list[str]:
-    """The launcher in session mode (root): the set-up step (:func:`prepare_argv`, as the test
-    user, in the working copy, under ``timeout``; its report cut at ``report_limit`` bytes),
-    then the plans the host sends (:func:`plan_message`), in one exec
-    (harness/engine/exec_session.py)."""
+    """The launcher in session mode (root), after :data:`SESSION_BOOT` has put the inputs in
+    place: the set-up step (:func:`prepare_argv`, as the test user, in the working copy,
+    under ``timeout``; its report cut at ``report_limit`` bytes), then the plans the host
+    sends (:func:`plan_message`), in one exec (harness/engine/exec_session.py)."""
     spec = {"argv": prepare_argv(layout), "cwd": TESTBED, "timeout": timeout, "user": [TEST_UID, TEST_UID],
             "limit": report_limit}
-    return [SYSTEM_PYTHON, "-I", "-S", f"{TRUSTED}/launcher.py", "--session", json.dumps(spec, sort_keys=True)]
+    return [SYSTEM_PYTHON, "-I", "-S", "-c", SESSION_BOOT, IO_DIR, f"{TRUSTED}/launcher.py", "--session",
+            json.dumps(spec, sort_keys=True)]
+
+
+def inputs_message(files: dict[str, FileEntry]) -> bytes:
+    """:func:`initial_files` as the session's first message (:data:`SESSION_BOOT` reads it)."""
+    return archive.tar_of(files, TEST_UID)
 
 
 def received_files(session, limit: int, step: str) -> dict[str, bytes] | None:
