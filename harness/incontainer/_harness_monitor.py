@@ -201,7 +201,7 @@ def _walk(frame):
             elif what not in ("h", "w"):
                 chain.append([name, frame.f_lineno, what])
                 kinds.append(what)
-                if len(kinds) <= 2 and library_own_already(kinds):
+                if what != "c" and len(kinds) <= 2 and library_own_already(kinds):   # never so for a c frame
                     return None
                 done = what == "c" or len(chain) > CHAIN
         if name.startswith(testbed) and name not in stack and len(stack) < 32:
@@ -284,7 +284,9 @@ def _record(event, args, frame):
     if walked is None:
         return
     chain, stack, via_import = walked
-    if not chain or not stack or (via_import and event not in _SEVERE) or blamed([f[2] for f in chain]) is None:
+    if not chain or not stack or (via_import and event not in _SEVERE):
+        return
+    if chain[-1][2] != "c" and blamed([f[2] for f in chain]) is None:   # a chain that reaches a c frame is blamed
         return
     budget = "severe" if event in _SEVERE else "writes" if event in _WRITES else "other"
     key = (event, tuple(map(tuple, chain[:3])), stack[0])
