@@ -15,6 +15,11 @@ with its *kind* (:func:`kind`):
   installed library code (the standard library included);
 * ``c`` anything else: the working copy, and any code this process cannot prove genuine.
 
+A record the host's rule would discard as a genuine library's own work (``blamed``, the
+rule the host judges with) is not sent, and its walk stops at the frames that decide it:
+what genuine libraries generate while an importer imports them (namedtuples, dataclasses,
+attrs classes) costs a few frames, not a record.
+
 Genuine is decided in the process by ``_harness_genuine`` (never from a name): code
 ``exec``'d under a borrowed file name, functions built from forged code objects with a
 library's globals, and sourceless ``.pyc`` files are ``c``, whatever they claim. Which
