@@ -21,7 +21,10 @@ as in the sandbox; sides are interleaved and repeated, medians reported:
   ``dataclasses.make_dataclass`` and 300 ``typing.NamedTuple`` classes from the working copy
   (``compile``/``exec`` two frames or more below the entry point: a library's own work), then
   importing standard-library modules that build namedtuples and dataclasses while they are
-  imported.
+  imported;
+* ``pytest``: a pytest session (this environment's pytest and its plugins, imported from
+  the virtualenv) running 50 trivial tests of the working copy: the import-heavy start of
+  every graded run.
 
     .venv/bin/python benchmarks/monitor_cost.py [--before CHECKOUT] [--rounds 7] [--out FILE]
 """
@@ -58,6 +61,10 @@ WORKLOADS = {
                 "    dataclasses.make_dataclass('D%d' % n, ['x', ('y', int, 0)])\n"
                 "    typing.NamedTuple('N%d' % n, [('x', int), ('y', str)])\n"
                 "import sched, pstats, platform, shlex, sndhdr, inspect, urllib.parse, ipaddress, asyncio\n"),
+    "pytest": ("import os, pytest\nhere = os.path.dirname(os.path.abspath(__file__))\n"
+               "with open(os.path.join(here, 'test_sample.py'), 'w') as f:\n"
+               "    f.write(''.join('def test_%d():\\n    assert %d == %d\\n' % (n, n, n) for n in range(50)))\n"
+               "assert pytest.main(['-q', '-p', 'no:cacheprovider', os.path.join(here, 'test_sample.py')]) == 0\n"),
 }
 
 
