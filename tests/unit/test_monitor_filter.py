@@ -50,6 +50,17 @@ def test_the_walk_stops_early_only_where_every_longer_chain_is_discarded(longest
     assert not genuine.library_own_already(["l"]) and not genuine.library_own_already(["l", "c"])
 
 
+def test_a_record_not_sent_never_hid_one_the_host_keeps():
+    # the monitor sends a record once per (event, first three frames, innermost working-copy
+    # file): a record it no longer sends must not be one that used to take the place of a
+    # later record the host keeps. The kinds of the first three frames already tell them apart.
+    dropped, kept = set(), set()
+    for kinds in chains("lmc", 9):
+        chain = kinds[:kinds.index("c") + 1] if "c" in kinds else kinds
+        (dropped if genuine.blamed(list(chain)) is None else kept).add(chain[:3])
+    assert dropped and kept and not dropped & kept
+
+
 def test_the_host_judges_with_the_same_rule():
     for kinds in chains("lmc", 6):
         record = {"event": "compile", "chain": [[FILES[k], n + 1, k] for n, k in enumerate(kinds)],
