@@ -1,7 +1,9 @@
 """What the bootstrap and the monitor cost per process start, per import and per event,
-side by side: no bootstrap (*bare*), another checkout's bootstrap (*before*: e.g. main's
-``sitecustomize`` on ``PYTHONPATH`` with an evidence fd) and this checkout's (*now*: the
-site hook's bootstrap with the evidence socket, run as tests/bootstrap_host.py runs it).
+side by side: no bootstrap (*bare*), another checkout's bootstrap (*before*: its
+``harness/incontainer`` modules, run the same way; a checkout from before the site hook,
+whose ``harness/incontainer`` has a ``sitecustomize.py``, runs as that one did: on
+``PYTHONPATH`` with an evidence fd) and this checkout's (*now*: the site hook's bootstrap
+with the evidence socket, run as tests/bootstrap_host.py runs it).
 
 Each workload runs in a fresh interpreter of this host (the same Python for every side),
 from a working copy in a temporary directory, so that its frames are the working copy's
@@ -14,7 +16,15 @@ as in the sandbox; sides are interleaved and repeated, medians reported:
   (one walk of the stack each; the first is recorded, the rest deduplicated);
 * ``library``: 2,000 calls of ``multiprocessing.sharedctypes.Value`` from the working copy
   (an installed library's own ``ctypes`` use below its entry point: frames classified);
-* ``forged``: 2,000 ``gc.get_referents`` calls from code compiled under a borrowed name.
+* ``forged``: 2,000 ``gc.get_referents`` calls from code compiled under a borrowed name;
+* ``codegen``: what import-heavy code makes genuine libraries do on its behalf: 300
+  ``dataclasses.make_dataclass`` and 300 ``typing.NamedTuple`` classes from the working copy
+  (``compile``/``exec`` two frames or more below the entry point: a library's own work), then
+  importing standard-library modules that build namedtuples and dataclasses while they are
+  imported;
+* ``pytest``: a pytest session (this environment's pytest and its plugins, imported from
+  the virtualenv) running 50 trivial tests of the working copy: the import-heavy start of
+  every graded run.
 
     .venv/bin/python benchmarks/monitor_cost.py [--before CHECKOUT] [--rounds 7] [--out FILE]
 """
@@ -34,6 +44,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+from harness.runners import INCONTAINER_SOURCE  # noqa: E402
 from tests.bootstrap_host import bootstrapped  # noqa: E402
 
 IMPORTS = ("decimal fractions statistics email.mime.multipart http.client xml.dom.minidom csv sqlite3 "
@@ -46,6 +57,14 @@ WORKLOADS = {
     "library": "import ctypes, multiprocessing.sharedctypes as s\nfor _ in range(2000):\n    s.Value(ctypes.c_int, 0)\n",
     "forged": ("import csv, gc\ncode = compile('def g(o):\\n    return gc.get_referents(o)\\n', csv.__file__, 'exec')\n"
                "ns = {'gc': gc}\nexec(code, ns)\nfor _ in range(2000):\n    ns['g'](1)\n"),
+    "codegen": ("import dataclasses, typing\nfor n in range(300):\n"
+                "    dataclasses.make_dataclass('D%d' % n, ['x', ('y', int, 0)])\n"
+                "    typing.NamedTuple('N%d' % n, [('x', int), ('y', str)])\n"
+                "import sched, pstats, platform, shlex, sndhdr, inspect, urllib.parse, ipaddress, asyncio\n"),
+    "pytest": ("import os, pytest\nhere = os.path.dirname(os.path.abspath(__file__))\n"
+               "with open(os.path.join(here, 'test_sample.py'), 'w') as f:\n"
+               "    f.write(''.join('def test_%d():\\n    assert %d == %d\\n' % (n, n, n) for n in range(50)))\n"
+               "assert pytest.main(['-q', '-p', 'no:cacheprovider', os.path.join(here, 'test_sample.py')]) == 0\n"),
 }
 
 
@@ -64,6 +83,8 @@ def run_side(side, workload, testbed, work, before):
     base = {"PATH": os.environ.get("PATH", "/usr/bin"), "PYTHONDONTWRITEBYTECODE": "1"}
     if side == "bare":
         return timed(argv, testbed, base)
+    if side == "before" and not (before / "harness" / "incontainer" / "sitecustomize.py").exists():
+        return booted(work / f"before-{workload}", testbed, argv, base, before / "harness" / "incontainer")
     if side == "before":
         events = os.open(work / "before-events.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
@@ -72,8 +93,18 @@ def run_side(side, workload, testbed, work, before):
             return timed(argv, testbed, env, pass_fds=(events,))
         finally:
             os.close(events)
-    with bootstrapped(work / f"channel-{workload}", testbed) as channel:
-        return timed(argv, testbed, dict(base, **channel.env))
+    return booted(work / f"channel-{workload}", testbed, argv, base, INCONTAINER_SOURCE)
+
+
+def booted(root, testbed, argv, base, source):
+    """One timed run under the bootstrap of ``source``; refused when the bootstrap did not
+    start (it refuses modules that others than their owner may write: ``chmod -R go-w``)."""
+    with bootstrapped(root, testbed, source=source) as channel:
+        seconds = timed(argv, testbed, dict(base, **channel.env))
+    if b'"k":"boot"' not in channel.events() and b'"k": "boot"' not in channel.events():
+        raise RuntimeError(f"the bootstrap of {source} did not start (are its files writable by others?)")
+    channel.events_path.unlink(missing_ok=True)
+    return seconds
 
 
 def main(argv=None):

@@ -39,13 +39,14 @@ class Channel:
 
 @contextmanager
 def bootstrapped(root: Path, testbed: Path, results: Path | None = None, monitor: bool = True,
-                 pristine: Path | None = None):
+                 pristine: Path | None = None, source: Path = INCONTAINER_SOURCE):
     """Yield a :class:`Channel` while the bootstrap is active for this user's processes
     started with ``channel.env``; the collector has read everything once the block ends.
-    ``pristine``: the pristine tree the bootstrap is told of (as the launcher tells it)."""
+    ``pristine``: the pristine tree the bootstrap is told of (as the launcher tells it);
+    ``source``: the directory of the bootstrap's modules (another checkout's, to compare)."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "shim").mkdir(exist_ok=True)
-    boot = INCONTAINER_SOURCE / "_harness_boot.py"
+    boot = Path(source) / "_harness_boot.py"
     activation = root / "activation.json"
     (root / "shim" / "sitecustomize.py").write_text(
         "import os\n"

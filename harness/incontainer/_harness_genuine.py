@@ -203,6 +203,36 @@ def genuine(code):
     return reach.get(id(code)) is code
 
 
+#: the kinds of frames of genuine installed library code (``m``: a library's module code
+#: while it is imported; ``l``: any other)
+LIBRARY_KINDS = ("l", "m")
+
+
+def blamed(kinds):
+    """Which of an event's frames the event is charged to, as an index into ``kinds`` (the
+    frames' kinds, innermost first, harness and transparent frames left out), or None when it
+    is a library's own work. The one rule, shared by the monitor (which sends no record the
+    host would discard) and the host (``harness.integrity.attribution``, whose docstring says
+    why): a run of innermost library frames holding a library's module code, or two frames or
+    more, is the library's own; so is a run with nothing outside it; a run of one frame is a
+    proxy, charged to its caller."""
+    run = 0
+    while run < len(kinds) and kinds[run] in LIBRARY_KINDS:
+        run += 1
+    if run and (run >= 2 or kinds[0] == "m"):
+        return None
+    if run >= len(kinds):
+        return None
+    return run
+
+
+def library_own_already(kinds):
+    """True when the first frames' kinds make the event a library's own whatever frames
+    follow (:func:`blamed` is None for every chain that starts so): the walk can stop."""
+    return len(kinds) > 0 and kinds[0] in LIBRARY_KINDS and (
+        kinds[0] == "m" or (len(kinds) > 1 and kinds[1] in LIBRARY_KINDS))
+
+
 def kind(code):
     """h (harness), w (transparent), m (library module code), l (library), c (anything else);
     remembered per code object until the next verified import or claim changes what is genuine."""

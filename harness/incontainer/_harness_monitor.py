@@ -15,6 +15,11 @@ with its *kind* (:func:`kind`):
   installed library code (the standard library included);
 * ``c`` anything else: the working copy, and any code this process cannot prove genuine.
 
+A record the host's rule would discard as a genuine library's own work (``blamed``, the
+rule the host judges with) is not sent, and its walk stops at the frames that decide it:
+what genuine libraries generate while an importer imports them (namedtuples, dataclasses,
+attrs classes) costs a few frames, not a record.
+
 Genuine is decided in the process by ``_harness_genuine`` (never from a name): code
 ``exec``'d under a borrowed file name, functions built from forged code objects with a
 library's globals, and sourceless ``.pyc`` files are ``c``, whatever they claim. Which
@@ -28,7 +33,8 @@ without ``gc`` audit events (< 3.10) the ``gc`` walks are wrapped so that they r
 import os
 import sys
 
-from _harness_genuine import CodeType, by_import_machinery, claim, import_exec, kind, snapshot
+from _harness_genuine import (CodeType, blamed, by_import_machinery, claim, import_exec, kind, library_own_already,
+                              snapshot)
 
 _STATE = {"sock": None, "inode": None, "path": None, "pid": None, "lock": None, "seen": set(), "counts": {}, "cap": 400,
           "testbed": "/testbed/", "results": None, "busy": set(), "started": False, "rebind_watch": {},
@@ -185,8 +191,10 @@ def _writes(args):
 def _walk(frame):
     """(chain, working-copy files on the whole stack, an import on the way): the chain is
     the frames from the first that is neither the harness's nor transparent, as far as the
-    first ``c`` frame after it (at most :data:`CHAIN` + 1)."""
-    chain, stack, via_import, done = [], [], False, False
+    first ``c`` frame after it (at most :data:`CHAIN` + 1). None as soon as the chain's first
+    frames make the event a genuine library's own (``library_own_already``: the host's rule
+    discards it, whatever the rest of the stack holds), without walking the rest."""
+    chain, kinds, stack, via_import, done = [], [], [], False, False
     testbed = _STATE["testbed"]
     while frame is not None:
         code = frame.f_code
@@ -197,6 +205,9 @@ def _walk(frame):
                 via_import = via_import or not chain
             elif what not in ("h", "w"):
                 chain.append([name, frame.f_lineno, what])
+                kinds.append(what)
+                if what != "c" and len(kinds) <= 2 and library_own_already(kinds):   # never so for a c frame
+                    return None
                 done = what == "c" or len(chain) > CHAIN
         if name.startswith(testbed) and name not in stack and len(stack) < 32:
             stack.append(name)
@@ -271,8 +282,16 @@ def _handle(event, args):
 
 
 def _record(event, args, frame):
-    chain, stack, via_import = _walk(frame)
+    """Send the event's record unless the host would certainly discard it: no frame of the
+    working copy on the stack, an import's own minor event, or a genuine library's own work
+    (``blamed``, the host's rule, on the same chain the record would carry)."""
+    walked = _walk(frame)
+    if walked is None:
+        return
+    chain, stack, via_import = walked
     if not chain or not stack or (via_import and event not in _SEVERE):
+        return
+    if chain[-1][2] != "c" and blamed([f[2] for f in chain]) is None:   # a chain that reaches a c frame is blamed
         return
     budget = "severe" if event in _SEVERE else "writes" if event in _WRITES else "other"
     key = (event, tuple(map(tuple, chain[:3])), stack[0])

@@ -30,7 +30,9 @@ Events recorded before the monitor described its frames (no ``chain``) are judge
 
 from __future__ import annotations
 
-LIBRARY_KINDS = frozenset({"l", "m"})
+# rules 1 and 2 are ``blamed``, the in-container monitor's own code (pure): the monitor applies it
+# before it sends a record, so the process never sends what these rules discard
+from harness.incontainer._harness_genuine import blamed
 
 
 def relative(path: str, testbed: str = "/testbed/") -> str | None:
@@ -54,14 +56,10 @@ def culprit(record: dict) -> tuple[str, object] | None:
     if frames is None:
         return str(record.get("file", "")), record.get("line")
     chain = record["chain"]
-    run = 0
-    while run < len(frames) and frames[run][1] in LIBRARY_KINDS:
-        run += 1
-    if run and (run >= 2 or frames[0][1] == "m"):
+    index = blamed([what for _, what in frames])
+    if index is None:
         return None
-    if run >= len(frames):
-        return None
-    return frames[run][0], chain[run][1]
+    return frames[index][0], chain[index][1]
 
 
 def asked_by_model(record: dict, model_files: frozenset[str], tamper_class: bool) -> bool:

@@ -270,13 +270,14 @@ def test_the_bootstrap_reaches_every_test_process_and_blames_only_what_the_model
     lines = {name: LIBRARY.splitlines().index(f"def {name}():") + 2 for name in ("probe_outer", "probe_sub",
                                                                               "probe_inner")}
     assert probes >= {(graded, lines["probe_outer"]), (graded, lines["probe_inner"]), (child, lines["probe_sub"])}
-    # the library's own gc walk and import-time ctypes call were seen, with the changed file on
-    # the stack, and are not the model's
+    # the library's own gc walk and import-time ctypes call (the changed file imports it and
+    # calls its entry point) are not the model's: the monitor does not even send them (issue 38;
+    # the same library's entry point walking gc itself is sent and is tampering: "direct-entry-point")
     own = [e for e in ev.events if e["event"] in ("gc.get_referents", "ctypes.addressof")
            and "/vendorlib/" in e["file"]]
-    assert {e["event"] for e in own} == {"gc.get_referents", "ctypes.addressof"}
-    assert all("/testbed/reachlib/__init__.py" in e["stack"] for e in own)
-    assert not any(asked_by_model(e, frozenset({"reachlib/__init__.py"}), True) for e in own)
+    assert not own, own
+    assert not any(asked_by_model(e, frozenset({"reachlib/__init__.py"}), True) for e in ev.events
+                   if e["event"] in ("gc.get_referents", "ctypes.addressof"))
 
     for name in FORGERIES:
         report = reports[name]
