@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from harness.preparation import builds
+from harness.bookkeeping import builds
 from harness.errors import ImageBuildError
 from harness.hashing import content_hash, file_sha256
 from harness.locks import file_lock
