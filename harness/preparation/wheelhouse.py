@@ -25,6 +25,9 @@ Layout (under the cache directory)::
         wheels/*.whl         downloaded and built wheels
         built/*.whl          the wheels built from sdists (also in wheels/)
         COMPLETE             written last: a wheelhouse without it is rebuilt
+    sdist-wheels/<key>/      one build of one sdist, shared by every wheelhouse (SDIST_WHEELS)
+        *.whl                the wheels it made
+        COMPLETE             "sha256  file name" per wheel, written last and checked on every use
 """
 
 from __future__ import annotations
@@ -63,6 +66,20 @@ class SdistBuilder(Protocol):
 
     def build_wheels(self, sdists: list[Path], tools_dir: Path, tools_lock: str, wheel_dir: Path,
                      env: dict[str, str] | None = None) -> str: ...
+
+    def identity(self) -> str:
+        """What names the builder's content (its image's content-keyed tag)."""
+        ...
+
+
+#: Wheels built from sdists, shared by every wheelhouse of the cache: ``<cache>/sdist-wheels/<key>/``
+#: holds the wheels one build of one sdist made (and ``COMPLETE``, written last). The key is the
+#: content of everything the build used: the sdist's sha256, the target, the builder image, the
+#: build tools' lock and the build's environment variables. A build of an sdist is not
+#: reproducible (a wheel's sha256 differs per build), so without this each requirement set that
+#: needs one built it again, and two sets resolving to the same pins locked different wheels and
+#: built two environments.
+SDIST_WHEELS = "sdist-wheels"
 
 
 @dataclass(frozen=True)
@@ -280,10 +297,41 @@ class Wheelhouse:
             raise ImageBuildError(f"the build tools themselves need building from source for Python "
                                   f"{target.version} ({', '.join(n for n, _ in todo)}): pin wheels instead")
         tool_house = self.lock(target, tool_reqs, tools, builder, env, as_of=as_of)
-        with builds.timed("sdist", ", ".join(f"{n}=={v}" for n, v in todo)):
-            output = builder.build_wheels(sdists, tool_house.wheel_dir, tool_house.lock_text, directory / "built", env)
+        built = directory / "built"
+        stores = {pin: self.root.parent / SDIST_WHEELS / sdist_wheels_key(target, sdist, builder.identity(),
+                                                                           tool_house.lock_text, env)
+                  for pin, sdist in zip(todo, sdists)}
+        reused = [pin for pin, store in stores.items() if _take_built(store, built)]
+        missing = [(pin, sdist) for pin, sdist in zip(todo, sdists) if pin not in reused]
+        output = ""
+        if missing:
+            with builds.timed("sdist", ", ".join(f"{n}=={v}" for (n, v), _ in missing)):
+                output = builder.build_wheels([sdist for _, sdist in missing], tool_house.wheel_dir,
+                                              tool_house.lock_text, built, env)
+            for (name, version), _ in missing:
+                self._keep_built(stores[(name, version)], built, name, version)
         with log.open("a") as handle:
-            handle.write(f"# built from sdists: {', '.join(p.name for p in sdists)}\n{output}\n\n")
+            if reused:
+                handle.write(f"# built from sdists earlier (same sdist, target, builder, tools and environment; "
+                             f"{SDIST_WHEELS}/): {', '.join(f'{n}=={v}' for n, v in reused)}\n")
+            if missing:
+                handle.write(f"# built from sdists: {', '.join(sdist.name for _, sdist in missing)}\n{output}\n\n")
+
+    def _keep_built(self, store: Path, built: Path, name: str, version: str) -> None:
+        """The wheels of ``name==version`` just built, kept for other wheelhouses (first one wins)."""
+        wheels = [w for w in built.glob("*.whl") if _normalise_wheel_name(w.name) == (normalise(name), version)]
+        if not wheels:
+            return  # a wheel named otherwise than its sdist: not shared, built again next time
+        with file_lock(self.lock_dir, f"{SDIST_WHEELS}-{store.name}"):
+            if _kept_wheels(store):
+                return
+            store.parent.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=store.parent))
+            for wheel in wheels:
+                shutil.copy2(wheel, tmp / wheel.name)
+            (tmp / "COMPLETE").write_text("".join(f"{file_sha256(tmp / w.name)}  {w.name}\n" for w in wheels))
+            shutil.rmtree(store, ignore_errors=True)
+            tmp.rename(store)
 
     def _download_wheels(self, target: Target, pins: list[str], dest: Path, log: Path) -> None:
         """Binary wheels only (``--only-binary :all:``: pip never builds here)."""
@@ -312,6 +360,34 @@ class Wheelhouse:
 
 
 # ---------------------------------------------------------------------- helpers
+
+def sdist_wheels_key(target: Target, sdist: Path, builder: str, tools_lock: str, env: dict[str, str] | None) -> str:
+    """What one build of ``sdist`` into wheels depends on, as a content hash (pure)."""
+    return content_hash({"format": 1, "sdist": file_sha256(sdist), "python": target.version, "glibc": target.glibc,
+                         "builder": builder, "tools": tools_lock, "env": sorted((env or {}).items())})
+
+
+def _kept_wheels(store: Path) -> list[str]:
+    """The wheels kept in ``store``, each checked against the sha256 it was kept with; none when
+    the store is incomplete or one no longer matches (then the sdist is built again)."""
+    complete = store / "COMPLETE"
+    if not complete.exists():
+        return []
+    kept = [line.split("  ", 1) for line in complete.read_text().splitlines() if line.strip()]
+    if any(len(entry) != 2 or not (store / entry[1]).is_file() or file_sha256(store / entry[1]) != entry[0]
+           for entry in kept):
+        return []
+    return [name for _, name in kept]
+
+
+def _take_built(store: Path, built: Path) -> bool:
+    """Copy the wheels kept in ``store`` into ``built``; False when there are none."""
+    names = _kept_wheels(store)
+    built.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        shutil.copy2(store / name, built / name)
+    return bool(names)
+
 
 def _normalise_wheel_name(filename: str) -> tuple[str, str]:
     parts = filename.split("-")
