@@ -24,6 +24,8 @@ Layout (under the cache directory)::
         requirements.lock    name==version --hash=sha256:... for every wheel present
         wheels/*.whl         downloaded and built wheels
         built/*.whl          the wheels built from sdists (also in wheels/)
+        target.json          the target (Python and glibc): another wheelhouse of the same target
+                             takes the wheels it downloaded instead of downloading them again
         COMPLETE             written last: a wheelhouse without it is rebuilt
     sdist-wheels/<key>/      one build of one sdist, shared by every wheelhouse (SDIST_WHEELS)
         *.whl                the wheels it made
@@ -184,6 +186,7 @@ class Wheelhouse:
         wheels.mkdir(parents=True)
         built.mkdir()
         stubs.mkdir()
+        (directory / TARGET_FILE).write_text(_target_record(target))
         asked = [r.text for r in requirements]
         if local is not None:
             local.stub_wheel(stubs)
@@ -335,6 +338,12 @@ class Wheelhouse:
 
     def _download_wheels(self, target: Target, pins: list[str], dest: Path, log: Path) -> None:
         """Binary wheels only (``--only-binary :all:``: pip never builds here)."""
+        taken = self._take_downloaded(target, pins, dest)
+        if taken:
+            with log.open("a") as handle:
+                handle.write(f"# downloaded earlier by another wheelhouse of this target (the same file name, the "
+                             f"sha256 locked there): {' '.join(taken)}\n")
+        pins = [p for p in pins if p not in taken]
         if not pins:
             return
         nodot = target.minor.replace(".", "")
@@ -352,6 +361,33 @@ class Wheelhouse:
             raise ImageBuildError(f"downloading wheels for Python {target.version} failed "
                                   f"(package {failing_package(proc.stderr) or missing[0] if missing else '?'})",
                                   log=proc.stderr)
+
+    def _take_downloaded(self, target: Target, pins: list[str], dest: Path) -> list[str]:
+        """The pins another complete wheelhouse of the same target downloaded (not built), linked
+        into ``dest`` when the file is still the one that wheelhouse locked. An index never serves
+        two files under one name, and pip picks the same file for the same target, so the download
+        would bring the same bytes again."""
+        wanted = {_pin_key(p): p for p in pins}
+        taken: list[str] = []
+        for other in sorted(self.root.glob(f"{target.version}-*")):
+            if not wanted:
+                break
+            if not (other / "COMPLETE").is_file() or not (other / TARGET_FILE).is_file() \
+                    or (other / TARGET_FILE).read_text() != _target_record(target):
+                continue
+            built = {w.name for w in (other / "built").glob("*.whl")}
+            locked = {_pin_key(line.split()[0]): line.rpartition("sha256:")[2]
+                      for line in (other / "requirements.lock").read_text().splitlines() if "sha256:" in line}
+            for wheel in sorted((other / "wheels").glob("*.whl")):
+                key = _normalise_wheel_name(wheel.name)
+                if key not in wanted or wheel.name in built or locked.get(key) != file_sha256(wheel):
+                    continue
+                try:
+                    os.link(wheel, dest / wheel.name)
+                except OSError:
+                    shutil.copy2(wheel, dest / wheel.name)
+                taken.append(wanted.pop(key))
+        return taken
 
     def _load(self, directory: Path) -> LockedWheelhouse:
         pins = tuple(l for l in (directory / "pins.txt").read_text().splitlines() if l.strip())
@@ -387,6 +423,19 @@ def _take_built(store: Path, built: Path) -> bool:
     for name in names:
         shutil.copy2(store / name, built / name)
     return bool(names)
+
+
+#: The target a wheelhouse is for, in its directory (its name carries the Python version only).
+TARGET_FILE = "target.json"
+
+
+def _target_record(target: Target) -> str:
+    return json.dumps({"python": target.version, "glibc": target.glibc}, sort_keys=True)
+
+
+def _pin_key(pin: str) -> tuple[str, str]:
+    name, _, version = pin.partition("==")
+    return normalise(name), version
 
 
 def _normalise_wheel_name(filename: str) -> tuple[str, str]:

@@ -1,7 +1,12 @@
-"""A wheel built from an sdist is built once per content and shared by every wheelhouse of the
-cache (harness.preparation.wheelhouse, ``sdist-wheels/``): a second requirement set that pins the
-same sources-only release takes the first build's wheel, so its lock holds the same sha256 (a
-build is not reproducible: before, each set built it again and locked a wheel of its own).
+"""Wheels are fetched or built once per content and shared by every wheelhouse of the cache
+(harness.preparation.wheelhouse):
+
+* a wheel built from an sdist (``sdist-wheels/``): a second requirement set that pins the same
+  sources-only release takes the first build's wheel, so its lock holds the same sha256 (a build
+  is not reproducible: before, each set built it again and locked a wheel of its own);
+* a downloaded wheel: a second wheelhouse of the same target links the file the first one
+  downloaded and locked, and downloads only what it lacks.
+
 Real parts: the index, the network-less builder container of Python 3.11."""
 
 from __future__ import annotations
@@ -45,3 +50,26 @@ def test_a_wheel_built_from_an_sdist_is_shared_by_the_next_requirement_set(tmp_p
     assert "# built from sdists: docopt-0.6.2.tar.gz" in third.resolver_log.read_text()
     # and the store holds that new build again, not the changed file
     assert file_sha256(kept) == _locked(third, "docopt").split("sha256:")[1]
+
+
+def test_a_downloaded_wheel_is_taken_from_another_wheelhouse_of_the_same_target(tmp_path):
+    target = Target("3.11.2", "2.36")
+    wheelhouse = Wheelhouse(tmp_path)
+    first = wheelhouse.lock(target, [Req("six==1.16.0", "test"), Req("iniconfig==2.0.0", "test")], [])
+    second = wheelhouse.lock(target, [Req("six==1.16.0", "test"), Req("attrs==23.1.0", "test")], [])
+    log = second.resolver_log.read_text()
+    assert "(the same file name, the sha256 locked there): six==1.16.0" in log, log
+    [download] = [line for line in log.splitlines() if line.startswith("$ ") and " download " in line]
+    assert download.endswith(" attrs==23.1.0")
+    assert _locked(second, "six") == _locked(first, "six")
+    # another target's wheelhouse takes nothing from these
+    other = wheelhouse.lock(Target("3.11.2", "2.31"), [Req("six==1.16.0", "test")], [])
+    assert "downloaded earlier by another wheelhouse" not in other.resolver_log.read_text()
+    # a file that is no longer the one locked is not taken: it is downloaded again
+    for house in (first, second, other):
+        wheel = next(house.wheel_dir.glob("six-*.whl"))
+        wheel.unlink()
+        wheel.write_bytes(b"changed")
+    third = wheelhouse.lock(target, [Req("six==1.16.0", "test"), Req("packaging==23.1", "test")], [])
+    assert "downloaded earlier by another wheelhouse" not in third.resolver_log.read_text()
+    assert _locked(third, "six") == _locked(first, "six")
