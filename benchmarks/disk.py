@@ -68,7 +68,7 @@ def main(argv=None) -> int:
     import docker
     from harness.imagecache.commands import _leases
     from harness.imagecache.inventory import read_engine
-    from harness.imagecache.usage import UseIndex, state_dir_for
+    from harness.bookkeeping.usage import UseIndex, state_dir_for
     client = docker.from_env(timeout=600)
     started = time.monotonic()
     state = state_dir_for(client)

@@ -66,6 +66,10 @@ class Builder:
         self.images = images
         self.interpreter = interpreter
 
+    def identity(self) -> str:
+        """The builder image's tag (content-keyed): it names what an sdist is built with."""
+        return self.images.builder(self.interpreter).tag
+
     def _container(self, env: dict[str, str] | None = None):
         image = self.images.builder(self.interpreter)
         container = self.images.client.containers.create(

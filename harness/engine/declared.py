@@ -45,16 +45,28 @@ def declare():
     dist = run_setup("setup.py", stop_after="config")
     buffer = io.StringIO()
     dist.metadata.write_pkg_file(buffer)
-    extensions = []
-    for ext in dist.ext_modules or []:
-        paths = {}
-        for inplace in (1, 0):
-            command = dist.reinitialize_command("build_ext")
-            command.inplace = inplace
-            command.ensure_finalized()
-            paths["inplace" if inplace else "build_lib"] = os.path.relpath(command.get_ext_fullpath(ext.name))
+    # build_ext is finalized once per mode, and the extensions read after it: a project's own
+    # build_ext may add an extension of its own as it is finalized (astropy_helpers inserts
+    # ``<package>._compiler`` into ``ext_modules`` every time), which the build then builds too.
+    # Finalizing it per extension while iterating that same list never ended (astropy 1.3's
+    # further instances waited out the step's timeout, 600 s, then were installed in full).
+    # reinitialize_command hands back the same object, so each mode's paths are read before
+    # the next mode is set.
+    paths = {}
+    for inplace, where in ((1, "inplace"), (0, "build_lib")):
+        command = dist.reinitialize_command("build_ext")
+        command.inplace = inplace
+        command.ensure_finalized()
+        for ext in list(dist.ext_modules or []):
+            paths.setdefault(ext.name, {})[where] = os.path.relpath(command.get_ext_fullpath(ext.name))
+    extensions = {}
+    for ext in list(dist.ext_modules or []):
+        if ext.name in extensions:
+            continue  # added again by the second finalize: the definitions are the same
+        if len(paths[ext.name]) != 2:
+            raise SystemExit("extension %s appeared only when build_ext was finalized a second time" % ext.name)
         definition = {field: _plain(getattr(ext, field, None)) for field in EXTENSION_FIELDS}
-        extensions.append({"name": ext.name, "definition": definition, **paths})
+        extensions[ext.name] = {"name": ext.name, "definition": definition, **paths[ext.name]}
     return {
         "name": dist.get_name(),
         "version": dist.get_version(),
@@ -65,7 +77,7 @@ def declare():
         "packages": sorted(dist.packages or []),
         "py_modules": sorted(dist.py_modules or []),
         "package_dir": _plain(dist.package_dir or {}),
-        "extensions": sorted(extensions, key=lambda e: e["name"]),
+        "extensions": sorted(extensions.values(), key=lambda e: e["name"]),
     }
 
 

@@ -46,7 +46,7 @@ from docker.errors import APIError, ImageNotFound, NotFound
 
 from harness import incontainer
 
-from harness.preparation import builds
+from harness.bookkeeping import builds
 from harness.errors import ImageBuildError
 from harness.hashing import content_hash
 from harness.locks import file_lock
@@ -96,7 +96,7 @@ class ImageBuilder:
         self.log_dir = self.cache_dir / "build-logs"
         #: a harness.engine.registry.Registry: pull instead of build, push after a build
         self.registry = None
-        from harness.imagecache.usage import ImageTracker
+        from harness.bookkeeping.usage import ImageTracker
         #: leases every image this process looks up (prune leaves them alone while it lives)
         #: and records its use (pruning by age and budget goes least recently used first)
         self.tracker = ImageTracker(client)

@@ -57,6 +57,10 @@ DECLARED = Path(__file__).with_name("declared.py")
 INSTALLED_FIELDS = ("name", "version", "metadata", "install_requires", "extras_require", "entry_points", "packages",
                     "py_modules", "package_dir")
 REBUILD_TIMEOUT = 1800
+#: Reading a project's declarations or verifying a rebuild takes about a second (astropy's
+#: setup.py included); one that runs longer is stuck, and waiting it out costs more than the
+#: full install it falls back to.
+DECLARE_TIMEOUT = 120
 
 
 class NotIncremental(Exception):
@@ -137,7 +141,7 @@ def rebuild(images: LayerBuilder, delta: Delta, spec: EnvSpec, tree_dir: Path, t
                    f"|| {{{{ tail -c 3000 {WORK}/declare.log; exit 1; }}}}")
         old = delta.base.declared
         if old is None:
-            run(declare.format(out=f"{WORK}/old.json"), "declarations of the earlier tree")
+            run(declare.format(out=f"{WORK}/old.json"), "declarations of the earlier tree", timeout=DECLARE_TIMEOUT)
             old = read_json(f"{WORK}/old.json")
         # the new tree: changed files (dated after the stamp), removed ones gone
         with tempfile.TemporaryDirectory(prefix="harness-inc-") as tmp:
@@ -147,7 +151,7 @@ def rebuild(images: LayerBuilder, delta: Delta, spec: EnvSpec, tree_dir: Path, t
                 container.put_archive("/", handle)
         run(f"set -e; cd {PRISTINE_TREE}; xargs -0 -r rm -rf -- < {WORK}/removed.list; {delete_listed()}; "
             f"xargs -0 -r touch -c -h -- < {WORK}/changed.list", "apply the tree's changes")
-        run(declare.format(out=f"{WORK}/new.json"), "declarations of the new tree")
+        run(declare.format(out=f"{WORK}/new.json"), "declarations of the new tree", timeout=DECLARE_TIMEOUT)
         new = read_json(f"{WORK}/new.json")
         changes = compare(old, new)
         if changes.stale_outputs:
@@ -168,7 +172,7 @@ def rebuild(images: LayerBuilder, delta: Delta, spec: EnvSpec, tree_dir: Path, t
         run(f"cd /testbed && bash -c {shlex.quote(command)}", f"{what}: {command}", timeout=REBUILD_TIMEOUT)
         run(f"cd /testbed && PYTHONDONTWRITEBYTECODE=1 python {WORK}/declared.py verify {WORK}/new.json "
             f"{WORK}/verify.json {STAMP} > {WORK}/verify.log 2>&1 || {{ tail -c 3000 {WORK}/verify.log; exit 1; }}",
-            "verify")
+            "verify", timeout=DECLARE_TIMEOUT)
         problems = read_json(f"{WORK}/verify.json")["problems"]
         if problems:
             raise NotIncremental("the rebuilt tree does not verify: " + "; ".join(problems[:5]))

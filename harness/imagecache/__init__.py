@@ -4,11 +4,11 @@ Docker keeps no record of when an image was last used, nor of which harness proc
 about to use one; the harness keeps both, per engine (``harness.paths.state_root()``,
 ``engines/<engine id>/``, whatever cache directory a run uses):
 
-* :mod:`~harness.imagecache.usage` — the last-use index (SQLite): every image the
-  builder finds or builds is recorded with the time, every prepared instance with its image;
-* :mod:`~harness.imagecache.leases` — a live process's lease on the images it uses: a
-  file per process, held with ``flock`` (the kernel drops it when the process dies, even
-  by SIGKILL, so a crashed run's lease is recognised as dead without pids or timeouts);
+* the last-use index and the leases are written by the image builder while it works, so they
+  sit below the engine in :mod:`harness.bookkeeping` (``usage``: every image the builder finds
+  or builds, with the time, and every prepared instance with its image; ``leases``: a live
+  process's lease on the images it uses, a file per process held with ``flock``, so a crashed
+  run's lease is recognised as dead without pids or timeouts); this package reads them;
 * :mod:`~harness.imagecache.inventory` — the engine read into plain records: tags,
   labels (kind, inputs, format), layers with their sizes, what each image needs, the
   containers using it;

@@ -92,7 +92,7 @@ def current_formats() -> tuple[int, int]:
 def _view(client, only_label: str | None, engine_total: bool = False):
     from harness.imagecache.inventory import read_engine
     from harness.imagecache.selection import with_instances
-    from harness.imagecache.usage import UseIndex, state_dir_for
+    from harness.bookkeeping.usage import UseIndex, state_dir_for
     state = state_dir_for(client)
     index = UseIndex(state)
     view = read_engine(client, index, only_label=only_label, engine_total=engine_total)
@@ -100,7 +100,7 @@ def _view(client, only_label: str | None, engine_total: bool = False):
 
 
 def _leases(state: Path) -> dict[str, str]:
-    from harness.imagecache.leases import gate, live_leases
+    from harness.bookkeeping.leases import gate, live_leases
     with gate(state / "leases", exclusive=False):
         return {tag: record.describe() for tag, record in live_leases(state / "leases").items()}
 

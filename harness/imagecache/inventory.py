@@ -23,7 +23,7 @@ import docker
 from docker.errors import APIError, NotFound
 
 from harness.imagecache.selection import KIND_RANK, Accounting, CachedImage
-from harness.imagecache.usage import UseIndex
+from harness.bookkeeping.usage import UseIndex
 
 LABEL_PREFIX = "org.harness"
 #: the inputs that name another harness image the image was built on or from

@@ -1,6 +1,6 @@
 """Carrying a :class:`~harness.imagecache.selection.Plan` out, one image at a time.
 
-Each removal runs under the exclusive lease gate (harness.imagecache.leases): the leases
+Each removal runs under the exclusive lease gate (harness.bookkeeping.leases): the leases
 are read again there, so an image leased since the plan was made stays, and nothing can
 lease it while it goes. Before each removal the image is read again: gone already, given a
 tag that is not the harness's, or (confined) without the confining label, it is not
@@ -19,7 +19,7 @@ from docker.errors import APIError, NotFound
 
 from harness.errors import ConfinementBreached
 from harness.imagecache.inventory import harness_kind, has_label
-from harness.imagecache.leases import gate, live_leases, remove_stale
+from harness.bookkeeping.leases import gate, live_leases, remove_stale
 from harness.imagecache.selection import Plan, dependents_of
 
 

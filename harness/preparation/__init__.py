@@ -7,7 +7,8 @@
     wheelhouse.py        the locked offline wheelhouse of one requirement set
     index.py             the package index it is resolved and downloaded from
     resolution_fixes.py  the known fixes a resolution applies, by name
-    builds.py            what one preparation built itself, as it happened (image.builds)
 
-The images themselves are built by :mod:`harness.engine`.
+The images themselves are built by :mod:`harness.engine`; what a preparation built itself is
+recorded in :mod:`harness.bookkeeping.builds`. ``requirements.py`` is pure (it parses and decides,
+nothing more), so it sits with the pure cores and the engine may read a tree's metadata with it.
 """

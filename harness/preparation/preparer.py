@@ -40,7 +40,7 @@ from harness.inputs.repos import (GitDir, RepoResolver, RepositoryUnavailable, c
                                   github_repo_name, missing_objects)
 from harness.inputs.specs import EnvSpec, SpecRegistry
 from harness.locks import file_lock
-from harness.preparation import builds
+from harness.bookkeeping import builds
 from harness.preparation.requirements import Req, TargetPython, installer_pins, tree_requirements, yield_to_tree
 from harness.preparation.treemeta import metadata_inputs_digest, setup_cfg_setup_requires, static_metadata
 from harness.preparation.wheelhouse import LocalProject, LockedWheelhouse, Target, Wheelhouse, protected_modules
@@ -62,7 +62,7 @@ class Prepared:
     submodules: list[list[str]] = field(default_factory=list)
     #: where the environment came from: built here, or a prebuilt image (its digest)
     provenance: dict = field(default_factory=lambda: {"source": "built"})
-    #: the work this preparation did itself (harness.preparation.builds): not what it found or waited for
+    #: the work this preparation did itself (harness.bookkeeping.builds): not what it found or waited for
     builds: list[dict] = field(default_factory=list)
 
     @property

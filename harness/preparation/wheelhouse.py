@@ -24,7 +24,12 @@ Layout (under the cache directory)::
         requirements.lock    name==version --hash=sha256:... for every wheel present
         wheels/*.whl         downloaded and built wheels
         built/*.whl          the wheels built from sdists (also in wheels/)
+        target.json          the target (Python and glibc): another wheelhouse of the same target
+                             takes the wheels it downloaded instead of downloading them again
         COMPLETE             written last: a wheelhouse without it is rebuilt
+    sdist-wheels/<key>/      one build of one sdist, shared by every wheelhouse (SDIST_WHEELS)
+        *.whl                the wheels it made
+        COMPLETE             "sha256  file name" per wheel, written last and checked on every use
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from harness.preparation import builds
+from harness.bookkeeping import builds
 from harness.errors import ImageBuildError
 from harness.hashing import content_hash, file_sha256
 from harness.locks import file_lock
@@ -63,6 +68,20 @@ class SdistBuilder(Protocol):
 
     def build_wheels(self, sdists: list[Path], tools_dir: Path, tools_lock: str, wheel_dir: Path,
                      env: dict[str, str] | None = None) -> str: ...
+
+    def identity(self) -> str:
+        """What names the builder's content (its image's content-keyed tag)."""
+        ...
+
+
+#: Wheels built from sdists, shared by every wheelhouse of the cache: ``<cache>/sdist-wheels/<key>/``
+#: holds the wheels one build of one sdist made (and ``COMPLETE``, written last). The key is the
+#: content of everything the build used: the sdist's sha256, the target, the builder image, the
+#: build tools' lock and the build's environment variables. A build of an sdist is not
+#: reproducible (a wheel's sha256 differs per build), so without this each requirement set that
+#: needs one built it again, and two sets resolving to the same pins locked different wheels and
+#: built two environments.
+SDIST_WHEELS = "sdist-wheels"
 
 
 @dataclass(frozen=True)
@@ -167,6 +186,7 @@ class Wheelhouse:
         wheels.mkdir(parents=True)
         built.mkdir()
         stubs.mkdir()
+        (directory / TARGET_FILE).write_text(_target_record(target))
         asked = [r.text for r in requirements]
         if local is not None:
             local.stub_wheel(stubs)
@@ -280,13 +300,50 @@ class Wheelhouse:
             raise ImageBuildError(f"the build tools themselves need building from source for Python "
                                   f"{target.version} ({', '.join(n for n, _ in todo)}): pin wheels instead")
         tool_house = self.lock(target, tool_reqs, tools, builder, env, as_of=as_of)
-        with builds.timed("sdist", ", ".join(f"{n}=={v}" for n, v in todo)):
-            output = builder.build_wheels(sdists, tool_house.wheel_dir, tool_house.lock_text, directory / "built", env)
+        built = directory / "built"
+        stores = {pin: self.root.parent / SDIST_WHEELS / sdist_wheels_key(target, sdist, builder.identity(),
+                                                                           tool_house.lock_text, env)
+                  for pin, sdist in zip(todo, sdists)}
+        reused = [pin for pin, store in stores.items() if _take_built(store, built)]
+        missing = [(pin, sdist) for pin, sdist in zip(todo, sdists) if pin not in reused]
+        output = ""
+        if missing:
+            with builds.timed("sdist", ", ".join(f"{n}=={v}" for (n, v), _ in missing)):
+                output = builder.build_wheels([sdist for _, sdist in missing], tool_house.wheel_dir,
+                                              tool_house.lock_text, built, env)
+            for (name, version), _ in missing:
+                self._keep_built(stores[(name, version)], built, name, version)
         with log.open("a") as handle:
-            handle.write(f"# built from sdists: {', '.join(p.name for p in sdists)}\n{output}\n\n")
+            if reused:
+                handle.write(f"# built from sdists earlier (same sdist, target, builder, tools and environment; "
+                             f"{SDIST_WHEELS}/): {', '.join(f'{n}=={v}' for n, v in reused)}\n")
+            if missing:
+                handle.write(f"# built from sdists: {', '.join(sdist.name for _, sdist in missing)}\n{output}\n\n")
+
+    def _keep_built(self, store: Path, built: Path, name: str, version: str) -> None:
+        """The wheels of ``name==version`` just built, kept for other wheelhouses (first one wins)."""
+        wheels = [w for w in built.glob("*.whl") if _normalise_wheel_name(w.name) == (normalise(name), version)]
+        if not wheels:
+            return  # a wheel named otherwise than its sdist: not shared, built again next time
+        with file_lock(self.lock_dir, f"{SDIST_WHEELS}-{store.name}"):
+            if _kept_wheels(store):
+                return
+            store.parent.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=store.parent))
+            for wheel in wheels:
+                shutil.copy2(wheel, tmp / wheel.name)
+            (tmp / "COMPLETE").write_text("".join(f"{file_sha256(tmp / w.name)}  {w.name}\n" for w in wheels))
+            shutil.rmtree(store, ignore_errors=True)
+            tmp.rename(store)
 
     def _download_wheels(self, target: Target, pins: list[str], dest: Path, log: Path) -> None:
         """Binary wheels only (``--only-binary :all:``: pip never builds here)."""
+        taken = self._take_downloaded(target, pins, dest)
+        if taken:
+            with log.open("a") as handle:
+                handle.write(f"# downloaded earlier by another wheelhouse of this target (the same file name, the "
+                             f"sha256 locked there): {' '.join(taken)}\n")
+        pins = [p for p in pins if p not in taken]
         if not pins:
             return
         nodot = target.minor.replace(".", "")
@@ -305,6 +362,33 @@ class Wheelhouse:
                                   f"(package {failing_package(proc.stderr) or missing[0] if missing else '?'})",
                                   log=proc.stderr)
 
+    def _take_downloaded(self, target: Target, pins: list[str], dest: Path) -> list[str]:
+        """The pins another complete wheelhouse of the same target downloaded (not built), linked
+        into ``dest`` when the file is still the one that wheelhouse locked. An index never serves
+        two files under one name, and pip picks the same file for the same target, so the download
+        would bring the same bytes again."""
+        wanted = {_pin_key(p): p for p in pins}
+        taken: list[str] = []
+        for other in sorted(self.root.glob(f"{target.version}-*")):
+            if not wanted:
+                break
+            if not (other / "COMPLETE").is_file() or not (other / TARGET_FILE).is_file() \
+                    or (other / TARGET_FILE).read_text() != _target_record(target):
+                continue
+            built = {w.name for w in (other / "built").glob("*.whl")}
+            locked = {_pin_key(line.split()[0]): line.rpartition("sha256:")[2]
+                      for line in (other / "requirements.lock").read_text().splitlines() if "sha256:" in line}
+            for wheel in sorted((other / "wheels").glob("*.whl")):
+                key = _normalise_wheel_name(wheel.name)
+                if key not in wanted or wheel.name in built or locked.get(key) != file_sha256(wheel):
+                    continue
+                try:
+                    os.link(wheel, dest / wheel.name)
+                except OSError:
+                    shutil.copy2(wheel, dest / wheel.name)
+                taken.append(wanted.pop(key))
+        return taken
+
     def _load(self, directory: Path) -> LockedWheelhouse:
         pins = tuple(l for l in (directory / "pins.txt").read_text().splitlines() if l.strip())
         return LockedWheelhouse(directory, directory / "wheels", (directory / "requirements.lock").read_text(),
@@ -312,6 +396,47 @@ class Wheelhouse:
 
 
 # ---------------------------------------------------------------------- helpers
+
+def sdist_wheels_key(target: Target, sdist: Path, builder: str, tools_lock: str, env: dict[str, str] | None) -> str:
+    """What one build of ``sdist`` into wheels depends on, as a content hash (pure)."""
+    return content_hash({"format": 1, "sdist": file_sha256(sdist), "python": target.version, "glibc": target.glibc,
+                         "builder": builder, "tools": tools_lock, "env": sorted((env or {}).items())})
+
+
+def _kept_wheels(store: Path) -> list[str]:
+    """The wheels kept in ``store``, each checked against the sha256 it was kept with; none when
+    the store is incomplete or one no longer matches (then the sdist is built again)."""
+    complete = store / "COMPLETE"
+    if not complete.exists():
+        return []
+    kept = [line.split("  ", 1) for line in complete.read_text().splitlines() if line.strip()]
+    if any(len(entry) != 2 or not (store / entry[1]).is_file() or file_sha256(store / entry[1]) != entry[0]
+           for entry in kept):
+        return []
+    return [name for _, name in kept]
+
+
+def _take_built(store: Path, built: Path) -> bool:
+    """Copy the wheels kept in ``store`` into ``built``; False when there are none."""
+    names = _kept_wheels(store)
+    built.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        shutil.copy2(store / name, built / name)
+    return bool(names)
+
+
+#: The target a wheelhouse is for, in its directory (its name carries the Python version only).
+TARGET_FILE = "target.json"
+
+
+def _target_record(target: Target) -> str:
+    return json.dumps({"python": target.version, "glibc": target.glibc}, sort_keys=True)
+
+
+def _pin_key(pin: str) -> tuple[str, str]:
+    name, _, version = pin.partition("==")
+    return normalise(name), version
+
 
 def _normalise_wheel_name(filename: str) -> tuple[str, str]:
     parts = filename.split("-")

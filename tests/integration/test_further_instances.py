@@ -221,6 +221,52 @@ def test_a_changed_extension_source_rebuilds_only_that_extension_on_the_earlier_
         assert cold_report.get(key) == reports["B"].get(key), key
 
 
+#: A build_ext of the project's own that adds an extension each time it is finalized, as
+#: astropy_helpers does (``<package>._compiler``, its source copied into the package first).
+ADDS_ITS_OWN = ("import shutil\n"
+                "from setuptools import Extension, setup\n"
+                "from setuptools.command.build_ext import build_ext\n\n\n"
+                "class AddsItsOwn(build_ext):\n"
+                "    def finalize_options(self):\n"
+                "        shutil.copy('helpers/compiler.c', 'cext/_compiler.c')\n"
+                "        self.distribution.ext_modules.insert(0, Extension('cext._compiler', ['cext/_compiler.c']))\n"
+                "        super().finalize_options()\n\n\n"
+                "setup(name='cext', version='1.0', packages=['cext'], cmdclass={'build_ext': AddsItsOwn},\n"
+                "      ext_modules=[Extension('cext._fast', ['cext/_fast.c'])])\n")
+
+
+def test_a_project_whose_build_ext_adds_an_extension_is_rebuilt_incrementally(tmp_path, harness_run, engine):
+    """astropy 1.3's trees: reading what such a project declares never ended (the step's timeout,
+    then a full install: 642 s for astropy-7336 in Verified's cold run). B = A with cext/_fast.c
+    changed is A's image rebuilt in place, and grades FULL."""
+    repo = tmp_path / "cext"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    commits = {"A": _commit(repo, {"setup.py": ADDS_ITS_OWN, "cext/__init__.py": INIT.format(suffix=" + '!'"),
+                                   "cext/_fast.c": MODULE_C.format(expr="2 * v", func="twice", module="_fast"),
+                                   "helpers/compiler.c": MODULE_C.format(expr="v", func="name", module="_compiler"),
+                                   "tests/test_cext.py": TESTS.replace("test_label", "test_twice_again")}, "A")}
+    commits["B"] = _commit(repo, {"cext/_fast.c": MODULE_C.format(expr="v + v", func="twice", module="_fast")}, "B")
+    records = [{"instance_id": f"example__cext-{name}", "repo": "example/cext", "base_commit": base, "version": "1.0",
+                "patch": _diff(repo, base, "cext/__init__.py", INIT.format(suffix="")),
+                "test_patch": _diff(repo, base, "tests/test_cext.py", TESTS),
+                "FAIL_TO_PASS": ["tests/test_cext.py::test_label"], "PASS_TO_PASS": ["tests/test_cext.py::test_twice"]}
+               for name, base in commits.items()]
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "example__cext.yaml").write_text(SPEC.format(salt=uuid.uuid4().hex[:12]))
+    tags = {}
+    for name in "AB":
+        run = _run(harness_run, tmp_path, repo, records, specs, "adds-its-own", [f"example__cext-{name}"])
+        report = run.report(f"example__cext-{name}")
+        assert report["status"] == "FULL", report["error_detail"]
+        tags[name] = report["image"]["tag"]
+    labels = engine.images.get(tags["B"]).labels
+    assert labels.get("org.harness.reused-from") == tags["A"] and labels.get("org.harness.rebuilt") == "incremental"
+    assert "_compiler" in run_once(engine, tags["B"], ["bash", "-c", "ls /opt/harness/testbed/cext"],
+                                   user="1000:1000").decode()
+
+
 def test_identical_content_shares_one_image_whatever_the_instance_id(tmp_path, harness_run, cext):
     repo, records, specs = cext
     copy = dict(records[0], instance_id="example__cext-A-again")

@@ -27,7 +27,7 @@ from harness.cli import main
 from harness.engine.images import stream_build
 from harness.engine.layers import IMAGE_FORMAT, tar_bytes
 from harness.engine.instance_layer import LAYOUT
-from harness.imagecache.usage import UseIndex, engine_state_dir
+from harness.bookkeeping.usage import UseIndex, engine_state_dir
 
 SCOPE = "org.harness.test-scope"
 
@@ -136,7 +136,7 @@ def test_a_stale_image_goes_and_nothing_outside_the_confinement_does(engine, fam
 HOLDER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from harness.imagecache.leases import Lease
+    from harness.bookkeeping.leases import Lease
     lease = Lease(Path(sys.argv[1]))
     lease.hold(sys.argv[2])
     print("held", flush=True)

@@ -1,4 +1,4 @@
-"""The record of what a preparation built itself (harness.preparation.builds): nested work counted
+"""The record of what a preparation built itself (harness.bookkeeping.builds): nested work counted
 once, another thread's work never charged here, a failed build not recorded."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from harness.preparation import builds
+from harness.bookkeeping import builds
 def test_nested_work_is_counted_once_in_own_seconds():
     with builds.recording() as made:
         with builds.timed("wheelhouse", "outer"):

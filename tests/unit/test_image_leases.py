@@ -1,4 +1,4 @@
-"""Leases and the last-use index (harness.imagecache.leases, .usage), with real processes:
+"""Leases and the last-use index (harness.bookkeeping.leases, .usage), with real processes:
 a lease is alive exactly while its holder lives, a killed holder's lease is recognised as
 dead, and the gate keeps a lease from appearing while prune holds it."""
 
@@ -14,13 +14,13 @@ import time
 
 import pytest
 
-from harness.imagecache.leases import Lease, gate, live_leases, read_leases, remove_stale
-from harness.imagecache.usage import UseIndex
+from harness.bookkeeping.leases import Lease, gate, live_leases, read_leases, remove_stale
+from harness.bookkeeping.usage import UseIndex
 
 HOLDER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from harness.imagecache.leases import Lease
+    from harness.bookkeeping.leases import Lease
     lease = Lease(Path(sys.argv[1]))
     for tag in sys.argv[2:]:
         lease.hold(tag)

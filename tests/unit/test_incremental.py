@@ -121,3 +121,27 @@ def test_declared_reads_metadata_and_extensions_without_building(tmp_path):
     subprocess.run([sys.executable, str(DECLARED), "verify", str(out), str(report), str(stamp)], cwd=tmp_path,
                    check=True, capture_output=True)
     assert not any("p._fast" in p for p in json.loads(report.read_text())["problems"])
+
+
+def test_a_build_ext_that_adds_an_extension_as_it_is_finalized_is_declared_once_and_in_time(tmp_path):
+    """astropy_helpers' build_ext inserts ``<package>._compiler`` into the distribution's
+    extensions each time it is finalized. Finalizing build_ext per extension while iterating
+    that list never ended: astropy 1.3's further instances waited out the step's 600 s."""
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "__init__.py").write_text("")
+    (tmp_path / "setup.py").write_text(
+        "from setuptools import Extension, setup\n"
+        "from setuptools.command.build_ext import build_ext\n\n\n"
+        "class AddsItsOwn(build_ext):\n"
+        "    def finalize_options(self):\n"
+        "        self.distribution.ext_modules.insert(0, Extension('p._compiler', ['p/_compiler.c']))\n"
+        "        super().finalize_options()\n\n\n"
+        "setup(name='p', version='1.0', packages=['p'], cmdclass={'build_ext': AddsItsOwn},\n"
+        "      ext_modules=[Extension('p._a', ['p/_a.c']), Extension('p._b', ['p/_b.c'])])\n")
+    out = tmp_path / "declared.json"
+    subprocess.run([sys.executable, str(DECLARED), "declare", str(out)], cwd=tmp_path, check=True,
+                   capture_output=True, timeout=60)
+    extensions = json.loads(out.read_text())["extensions"]
+    assert [e["name"] for e in extensions] == ["p._a", "p._b", "p._compiler"]
+    assert extensions[2]["definition"]["sources"] == ["p/_compiler.c"]
+    assert extensions[2]["inplace"].startswith("p/_compiler.") and extensions[2]["build_lib"].startswith("build/lib")

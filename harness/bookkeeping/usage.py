@@ -12,7 +12,7 @@ each write one short transaction):
   engine's history (an id names fixed content, so the sizes never change).
 
 :class:`ImageTracker` is what the builder holds: it binds to the engine lazily (its id
-names the state directory) and keeps this process's :class:`~harness.imagecache.leases.Lease`.
+names the state directory) and keeps this process's :class:`~harness.bookkeeping.leases.Lease`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from harness.imagecache.leases import Lease
+from harness.bookkeeping.leases import Lease
 from harness.logs import get_logger
 from harness.paths import state_root
 
