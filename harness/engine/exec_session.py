@@ -92,10 +92,12 @@ class Message:
 
 class ExecSession:
     """The host's end of one session exec (see the module docstring). Not thread-safe: one
-    evaluation talks to it. ``cap``: the most it ever holds in memory (past it, what comes is
-    cut and the container killed). :meth:`close` always (it never raises)."""
+    evaluation talks to it. ``cap``: the most of the output it holds (past it, the output is
+    cut and :meth:`finish` kills the container); ``message_cap``: the most of the messages
+    it holds (past it, the messages that do not fit are lost: :meth:`receive` says so, and
+    the output is still read). :meth:`close` always (it never raises)."""
 
-    def __init__(self, sandbox, argv: list[str], exec_id: str, sock, cap: int) -> None:
+    def __init__(self, sandbox, argv: list[str], exec_id: str, sock, cap: int, message_cap: int) -> None:
         self._sandbox = sandbox
         self.argv = list(argv)
         self._exec_id = exec_id
@@ -104,7 +106,9 @@ class ExecSession:
         self._buffer = bytearray()      # stderr: the launcher's messages
         self._output = bytearray()      # stdout: the tests' output
         self._cap = cap
+        self._message_cap = message_cap
         self._overflow = False
+        self._messages_lost = False
         self._eof = False
         self._changed = threading.Condition()
         self._reader = threading.Thread(target=self._pump, name="exec-session", daemon=True)
@@ -115,12 +119,17 @@ class ExecSession:
         try:
             for stream, data in frames_iter(self._sock, tty=False):
                 with self._changed:
-                    into = self._buffer if stream == STDERR else self._output
-                    room = self._cap - len(into)
-                    into += data[:max(0, room)]
-                    if len(data) > room:
-                        self._overflow = True
-                        return
+                    if stream == STDERR:
+                        if self._messages_lost or len(self._buffer) + len(data) > self._message_cap:
+                            self._messages_lost = True    # the rest of the messages: dropped
+                        else:
+                            self._buffer += data
+                    else:
+                        room = self._cap - len(self._output)
+                        self._output += data[:max(0, room)]
+                        if len(data) > room:
+                            self._overflow = True
+                            return
                     self._changed.notify_all()
         except Exception:  # the stream breaks when the container is killed: expected
             pass
@@ -147,6 +156,8 @@ class ExecSession:
         deadline = time.monotonic() + timeout
         if not self._wait(lambda: b"\n" in self._buffer[:HEADER_LIMIT + 1] or len(self._buffer) > HEADER_LIMIT,
                           deadline):
+            if self._messages_lost:
+                return self._failed(truncated=True, kill=kill)
             return self._failed(timed_out=not self._eof, kill=kill)
         with self._changed:
             line, newline, _ = bytes(self._buffer[:HEADER_LIMIT + 1]).partition(b"\n")
@@ -160,9 +171,11 @@ class ExecSession:
         except (ValueError, KeyError):
             return self._failed(malformed=f"not a message header: {line[:300]!r}", kill=kill)
         need = len(line) + 1 + size
-        if size > limit or need > self._cap:
+        if size > limit or need > self._message_cap:
             return self._failed(truncated=True, header=header, kill=kill)
         if not self._wait(lambda: len(self._buffer) >= need, deadline):
+            if self._messages_lost:
+                return self._failed(truncated=True, header=header, kill=kill)
             return self._failed(timed_out=not self._eof, header=header, kill=kill)
         with self._changed:
             body = bytes(self._buffer[len(line) + 1:need])

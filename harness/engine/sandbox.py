@@ -100,8 +100,8 @@ class Sandbox(Protocol):
     def put_files(self, directory: str, files: dict[str, "bytes | FileEntry"], mode: int = 0o644,
                   owner: int = 1000) -> None: ...
 
-    def session(self, argv: list[str], *, cap: int, workdir: str = "/testbed", env: dict[str, str] | None = None,
-                user: str | None = None) -> ExecSession: ...
+    def session(self, argv: list[str], *, cap: int, message_cap: int, workdir: str = "/testbed",
+                env: dict[str, str] | None = None, user: str | None = None) -> ExecSession: ...
 
     def get_file(self, path: str, limit: int) -> bytes | None: ...
 
@@ -344,11 +344,11 @@ class DockerSandbox:
         return ExecResult(list(argv), exit_code, output, time.monotonic() - started, timed_out,
                           state["truncated"], killed)
 
-    def session(self, argv: list[str], *, cap: int, workdir: str = "/testbed", env: dict[str, str] | None = None,
-                user: str | None = None) -> ExecSession:
-        """Start ``argv`` with its stdin open to the host: messages both ways, then its output
-        (:mod:`harness.engine.exec_session`; at most ``cap`` bytes held). Raises ContainerDied
-        when the container is gone."""
+    def session(self, argv: list[str], *, cap: int, message_cap: int, workdir: str = "/testbed",
+                env: dict[str, str] | None = None, user: str | None = None) -> ExecSession:
+        """Start ``argv`` with its stdin open to the host: messages both ways, and its output
+        (:mod:`harness.engine.exec_session`; at most ``cap`` bytes of output and
+        ``message_cap`` of messages held). Raises ContainerDied when the container is gone."""
         api = self.client.api
         try:
             exec_id = api.exec_create(self.id, argv, stdin=True, stdout=True, stderr=True, workdir=workdir,
@@ -360,7 +360,7 @@ class DockerSandbox:
             if not self.alive():
                 raise ContainerDied(f"container {self.id[:12]} died") from None
             raise InfrastructureError(f"exec failed: {exc.explanation or exc}") from None
-        return ExecSession(self, argv, exec_id, sock, cap)
+        return ExecSession(self, argv, exec_id, sock, cap, message_cap)
 
     def kill(self) -> None:
         try:

@@ -4,6 +4,8 @@ deadlines of an ordinary exec. Real containers."""
 
 from __future__ import annotations
 
+import secrets
+
 import pytest
 
 from harness.engine.sandbox import DockerBackend
@@ -43,15 +45,16 @@ def image(engine, cache_dir) -> str:
 
 @pytest.fixture
 def box(engine, image):
-    backend = DockerBackend(engine, run_id="test-step-session")
+    run_id = f"test-step-session-{secrets.token_hex(4)}"   # this test's containers only
+    backend = DockerBackend(engine, run_id=run_id)
     sandbox = backend.start(image, "session")
     yield sandbox
     sandbox.close()
-    assert leftover_containers(engine, "test-step-session") == []
+    assert leftover_containers(engine, run_id) == []
 
 
 def test_messages_go_both_ways_and_then_the_output_is_plain(box):
-    session = box.session(["python3", "-c", ECHO], cap=1 << 20)
+    session = box.session(["python3", "-c", ECHO], cap=1 << 20, message_cap=1 << 20)
     try:
         first = session.receive(1024, timeout=60)
         assert first.ok and first.header["step"] == "first" and first.body == b"report body"
@@ -78,7 +81,7 @@ def test_messages_go_both_ways_and_then_the_output_is_plain(box):
     ('import time; time.sleep(60)', "timed_out"),
 ])
 def test_a_message_past_its_limit_a_non_message_or_a_deadline_kills_the_container(box, script, expect):
-    session = box.session(["python3", "-c", script], cap=1 << 20)
+    session = box.session(["python3", "-c", script], cap=1 << 20, message_cap=1 << 20)
     try:
         message = session.receive(1024, timeout=3)
     finally:
@@ -90,7 +93,7 @@ def test_a_message_past_its_limit_a_non_message_or_a_deadline_kills_the_containe
 
 
 def test_the_end_of_the_exec_before_a_message_is_an_end_not_a_kill(box):
-    session = box.session(["python3", "-c", "import sys; sys.stderr.write('partial')"], cap=1 << 20)
+    session = box.session(["python3", "-c", "import sys; sys.stderr.write('partial')"], cap=1 << 20, message_cap=1 << 20)
     try:
         message = session.receive(1024, timeout=30)
     finally:
@@ -100,7 +103,7 @@ def test_the_end_of_the_exec_before_a_message_is_an_end_not_a_kill(box):
 
 
 def test_output_past_its_limit_after_the_messages_is_cut_and_the_container_killed(box):
-    session = box.session(["python3", "-c", "import sys\nwhile True: sys.stdout.write('y' * 65536)"], cap=1 << 22)
+    session = box.session(["python3", "-c", "import sys\nwhile True: sys.stdout.write('y' * 65536)"], cap=1 << 22, message_cap=1 << 20)
     try:
         res = session.finish(60, 100_000)
     finally:
@@ -113,11 +116,27 @@ def test_output_past_its_limit_after_the_messages_is_cut_and_the_container_kille
 def test_a_message_that_does_not_come_need_not_kill_the_container(box):
     """The test step's output directory is read through the archive API when the launcher
     did not send it: that receive leaves the container running."""
-    session = box.session(["python3", "-c", "print('only output')"], cap=1 << 20)
+    session = box.session(["python3", "-c", "print('only output')"], cap=1 << 20, message_cap=1 << 20)
     try:
         res = session.finish(30, 1 << 16)
         message = session.receive(1024, timeout=5, kill=False)
     finally:
         session.close()
     assert res.output == "only output\n" and message.eof and not message.ok
+    assert box.alive()
+
+
+def test_messages_past_their_cap_are_lost_but_the_output_is_still_read(box):
+    """An output directory too big to hold (a flood of results) costs the message, not the
+    output: the host then reads the directory itself, and the tests' output is whole."""
+    script = ("import sys\nsys.stderr.write('{\"size\": 3000000}\\n' + 'z' * 3000000); sys.stderr.flush()\n"
+              "print('the tests ran', flush=True)")
+    session = box.session(["python3", "-c", script], cap=1 << 20, message_cap=1 << 20)
+    try:
+        res = session.finish(60, 1 << 16)
+        message = session.receive(4 << 20, timeout=5, kill=False)
+    finally:
+        session.close()
+    assert res.output == "the tests ran\n" and not res.truncated and not res.killed
+    assert message.truncated and not message.ok
     assert box.alive()
