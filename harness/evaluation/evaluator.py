@@ -5,9 +5,9 @@
    out and flagged: :func:`harness.patches.prepare_model_patch`) and the test patch,
    applied on the host over the pristine files it touches (the test files to run);
 2. start a fresh sandbox (no network; its first process fills the working copy from the
-   pristine tree as the test user meanwhile); one archive call puts the model patch, the
-   harness's trusted in-container files and the staged test files in place; **one exec**
-   then runs steps 3 to 6, the host talking to it (:mod:`harness.engine.exec_session`);
+   pristine tree as the test user meanwhile); **one exec** then runs steps 3 to 7, the host
+   talking to it (:mod:`harness.engine.exec_session`): its first message puts the model patch,
+   the harness's trusted in-container files and the staged test files in place;
 3. **set-up step** (as the test user): the working copy as the pristine tree has it, the
    history check, apply the model patch (``git apply``, ``--3way``, ``patch
    --fuzz``; then the same without the hunks the tree already holds, flagged), check
@@ -25,8 +25,9 @@
    capability): delete, restore, install the test files, remove stray bytecode, seal,
    start the services, run the tests under a timeout, fingerprint the sealed files again
    and survey what the tests created;
-7. one archive read takes the evidence and the results file out; the sandbox is released
-   (removed in the background, :mod:`harness.engine.reaper`);
+7. the exec's last message carries the evidence and the results file out (an archive read
+   when it did not come); the sandbox is released (removed in the background,
+   :mod:`harness.engine.reaper`);
 8. judge on the host (:mod:`harness.integrity.judge`): parse, canaries, evidence, grade.
 
 Nothing here talks to Docker directly: it sees a :class:`~harness.engine.sandbox.Sandbox`.

@@ -17,12 +17,14 @@ Layout of ``/harness`` (a root-owned tmpfs) during one evaluation::
     /harness/svc-<token>/        root, 0755: one directory per service, its user's, 0700 (cwd, HOME, log)
 
 The container's first process fills ``/testbed`` from the pristine tree as the test user
-(:func:`early_reset`) while one archive call puts ``trusted/``, ``in-``, ``plan-`` (with
-the test files, which do not depend on what the patch did) and ``out-`` in place. Then
-**one exec** runs to the end (:func:`session_argv`, harness/engine/exec_session.py): the
-launcher, as root, runs the set-up step as the test user and sends its report to the host;
-the host sends the plan (decided from the tree truth) on the launcher's stdin; the launcher
-installs the test files, seals and runs the tests. One archive read takes ``out-`` back.
+(:func:`early_reset`). Then **one exec** runs to the end (:func:`session_argv`,
+harness/engine/exec_session.py): its first message on stdin puts ``trusted/``, ``in-``,
+``plan-`` (with the test files, which do not depend on what the patch did) and ``out-`` in
+place (:data:`SESSION_BOOT`); the launcher, as root, runs the set-up step as the test user and
+sends its report to the host (on its stderr); the host sends the plan (decided from the tree
+truth) on the launcher's stdin; the launcher installs the test files, seals and runs the
+tests, and sends ``out-`` back as its last message (:func:`received_files`; the archive API
+reads it when that message did not come).
 When the spec rebuilds in place (harness/integrity/rebuild.py), a *build step* runs between
 the two, in the same exec: its own plan, the rebuild as the test user before anything is
 sealed, and the tree truth again (``prepare.py`` in report mode, from a root-owned request:
