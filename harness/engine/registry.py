@@ -33,6 +33,7 @@ import docker
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 
 from harness.engine.client import CONNECTION_ERRORS
+from harness.errors import InfrastructureError
 from harness.hashing import content_hash
 from harness.logs import get_logger
 
@@ -52,6 +53,38 @@ class Pulled:
 
 class VerificationFailed(Exception):
     pass
+
+
+#: seconds the engine may take to say what the registry holds under a tag (it answers in
+#: milliseconds; a registry that stops answering must not hold a task: the layer is built here)
+LOOKUP_SECONDS = 60
+#: seconds a push may take before the run goes on without it (a push is never needed for a verdict)
+PUSH_SECONDS = 600
+
+
+class RegistrySilent(InfrastructureError):
+    """A registry call did not finish in its time (the call is left to end on its own)."""
+
+
+def bounded(call, seconds: float):
+    """``call()`` in a daemon thread, its result or its exception; RegistrySilent when it has
+    not finished in ``seconds`` (the engine's request to the registry stays open until it ends)."""
+    import threading
+    box: dict = {}
+
+    def run() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as exc:  # noqa: BLE001 — handed to the caller below
+            box["error"] = exc
+    worker = threading.Thread(target=run, name="registry-call", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        raise RegistrySilent(f"the registry did not answer in {seconds:.0f} s")
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
 
 
 class Registry:
@@ -76,9 +109,9 @@ class Registry:
         repository = remote.rsplit(":", 1)[0]
         started = time.monotonic()
         try:
-            digest = self.client.images.get_registry_data(remote).id
-        except (NotFound, APIError, DockerException, *CONNECTION_ERRORS):
-            return None  # absent (or no registry): build it here
+            digest = bounded(lambda: self.client.images.get_registry_data(remote).id, LOOKUP_SECONDS)
+        except (NotFound, APIError, DockerException, RegistrySilent, *CONNECTION_ERRORS):
+            return None  # absent (or no registry, or one that stopped answering): build it here
         reference = f"{repository}@{digest}"
         try:
             self.client.api.pull(repository, tag=digest)
@@ -137,12 +170,16 @@ class Registry:
         digest = None
         try:
             self.client.api.tag(tag, repository, version)
-            for chunk in self.client.api.push(repository, tag=version, stream=True, decode=True):
-                if "error" in chunk:
-                    raise APIError(chunk["error"])
-                aux = chunk.get("aux") or {}
-                digest = aux.get("Digest", digest)
-        except (APIError, DockerException, *CONNECTION_ERRORS) as exc:
+
+            def push() -> str | None:
+                pushed = None
+                for chunk in self.client.api.push(repository, tag=version, stream=True, decode=True):
+                    if "error" in chunk:
+                        raise APIError(chunk["error"])
+                    pushed = (chunk.get("aux") or {}).get("Digest", pushed)
+                return pushed
+            digest = bounded(push, PUSH_SECONDS)
+        except (APIError, DockerException, RegistrySilent, *CONNECTION_ERRORS) as exc:
             log.warning("registry.push_failed", error=str(exc)[:300])
             return None
         finally:
