@@ -291,16 +291,7 @@ class DockerSandbox:
         """
         api = self.client.api
         started = time.monotonic()
-        try:
-            exec_id = api.exec_create(self.id, argv, stdout=True, stderr=True, workdir=workdir,
-                                      environment=env, user=user or self.default_user)["Id"]
-            stream = api.exec_start(exec_id, stream=True, demux=False)
-        except NotFound:
-            raise ContainerDied(f"container {self.id[:12]} is gone") from None
-        except APIError as exc:
-            if not self.alive():
-                raise ContainerDied(f"container {self.id[:12]} died") from None
-            raise InfrastructureError(f"exec failed: {exc.explanation or exc}") from None
+        exec_id, stream = self._start_exec(argv, workdir, env, user, stdin=False)
 
         chunks: list[bytes] = []
         state = {"size": 0, "truncated": False}
@@ -349,18 +340,26 @@ class DockerSandbox:
         """Start ``argv`` with its stdin open to the host: messages both ways, and its output
         (:mod:`harness.engine.exec_session`; at most ``cap`` bytes of output and
         ``message_cap`` of messages held). Raises ContainerDied when the container is gone."""
+        exec_id, sock = self._start_exec(argv, workdir, env, user, stdin=True)
+        return ExecSession(self, argv, exec_id, sock, cap, message_cap)
+
+    def _start_exec(self, argv: list[str], workdir: str, env: dict[str, str] | None, user: str | None,
+                    *, stdin: bool):
+        """Create and start an exec: (its id, its output stream), or with ``stdin`` (its id,
+        the attached socket). Raises ContainerDied when the container is gone."""
         api = self.client.api
         try:
-            exec_id = api.exec_create(self.id, argv, stdin=True, stdout=True, stderr=True, workdir=workdir,
+            exec_id = api.exec_create(self.id, argv, stdin=stdin, stdout=True, stderr=True, workdir=workdir,
                                       environment=env, user=user or self.default_user)["Id"]
-            sock = api.exec_start(exec_id, socket=True)
+            started = (api.exec_start(exec_id, socket=True) if stdin
+                       else api.exec_start(exec_id, stream=True, demux=False))
         except NotFound:
             raise ContainerDied(f"container {self.id[:12]} is gone") from None
         except APIError as exc:
             if not self.alive():
                 raise ContainerDied(f"container {self.id[:12]} died") from None
             raise InfrastructureError(f"exec failed: {exc.explanation or exc}") from None
-        return ExecSession(self, argv, exec_id, sock, cap, message_cap)
+        return exec_id, started
 
     def kill(self) -> None:
         try:

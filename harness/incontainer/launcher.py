@@ -71,6 +71,7 @@ import time
 # the trusted directory (root-owned, read-only): -I leaves it off sys.path
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import evidence_channel  # noqa: E402
+from prepare import since_process_start  # noqa: E402
 import step_channel  # noqa: E402
 from processes import as_user, captured, env_argv, run_group, start_services  # noqa: E402
 from sealing import (fingerprint, inside, listings, purge_bytecode, remove, remove_tree, seal,  # noqa: E402
@@ -422,17 +423,6 @@ def test_step(plan):
     phase("checks")
     record["complete"] = not record.get("post_run_errors")
     write_evidence(out_dir, record)
-
-
-def since_process_start():
-    """Seconds since this process was created (the interpreter's start and the plan read),
-    from the kernel's start time; None where /proc does not say."""
-    try:
-        with open("/proc/self/stat", "rb") as handle:
-            started = int(handle.read().rsplit(b")", 1)[1].split()[19]) / os.sysconf("SC_CLK_TCK")
-        return round(time.clock_gettime(time.CLOCK_BOOTTIME) - started, 4)
-    except (OSError, ValueError, IndexError, AttributeError):
-        return None
 
 
 def write_evidence(out_dir, record):
