@@ -28,7 +28,7 @@ from typing import Any
 from harness.errors import InputError
 from harness.paths import COMMANDS, INSTANCE_RECORD, PATCH, REPORT, TEST_OUTPUT, InstanceFiles
 from harness.results._io import expect_dict, read_json, tests_ran
-from harness.results.flag_meanings import flag_meaning
+from harness.results.flag_meanings import flag_meaning, split_flags
 
 __all__ = ["MAX_PATCH_LINES", "OUTPUT_HEAD", "OUTPUT_TAIL", "TestRow", "DiffLine", "PatchView", "TextExcerpt",
            "CommandRow", "AgentAttemptRow", "InstanceDetail", "agent_attempt_rows", "classify_diff", "excerpt", "load_instance_detail", "verdict_sentence"]
@@ -143,8 +143,9 @@ class InstanceDetail:
     test_output: TextExcerpt | None
     commands: tuple[CommandRow, ...]
     timings: tuple[tuple[str, float], ...]
-    integrity_flags: tuple[str, ...]
-    #: (flag, what it means) for each of ``integrity_flags`` (harness/results/flag_meanings.py)
+    integrity_flags: tuple[str, ...]      # the report's flags that are flags ...
+    integrity_notes: tuple[str, ...]      # ... and those that are notes (harness/results/flag_meanings.py)
+    #: (flag or note, what it means) for each of both, flags first
     flag_meanings: tuple[tuple[str, str], ...]
     integrity_details: tuple[tuple[str, str], ...]
     provenance: tuple[tuple[str, str], ...]
@@ -366,7 +367,7 @@ def load_instance_detail(run_dir: str | Path, report_dir: str, run_id: str,
                           truncated_lines=cut)
     timings = report.get("timings") if isinstance(report.get("timings"), dict) else {}
     integrity = dict(report.get("integrity")) if isinstance(report.get("integrity"), dict) else {}
-    flags = tuple(_strings(integrity.pop("flags", [])))
+    flags, notes = split_flags(tuple(_strings(integrity.pop("flags", []))))
     parser = report.get("parser") if isinstance(report.get("parser"), dict) else {}
     provenance = [*_pairs("parser.", parser), ("apply_strategy", str(report.get("apply_strategy"))),
                   ("test_exit_code", str(report.get("test_exit_code"))), *_pairs("image.", report.get("image")),
@@ -391,7 +392,7 @@ def load_instance_detail(run_dir: str | Path, report_dir: str, run_id: str,
         commands=_commands(report.get("commands")),
         timings=tuple((str(k), float(v)) for k, v in timings.items()
                       if isinstance(v, (int, float)) and not isinstance(v, bool)),
-        integrity_flags=flags, flag_meanings=tuple((f, flag_meaning(f)) for f in flags),
+        integrity_flags=flags, integrity_notes=notes, flag_meanings=tuple((f, flag_meaning(f)) for f in (*flags, *notes)),
         integrity_details=tuple((k, json.dumps(v, indent=1, ensure_ascii=False)) for k, v in integrity.items()),
         provenance=tuple(provenance),
         exception=json.dumps(exception, indent=1, ensure_ascii=False) if exception else None,

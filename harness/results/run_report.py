@@ -24,6 +24,7 @@ from harness.results import stats
 from harness.results.agent_metrics import AgentMetrics, agent_metrics
 from harness.results.claims_vs_run import attempt_summary
 from harness.results.comparison import RateWithInterval, rate_with_interval
+from harness.results.flag_meanings import flag_meaning, is_note, split_flags
 from harness.results.run_data import UNREADABLE, InstanceOutcome, RunData, load_run, repo_of
 
 __all__ = ["STATUS_ORDER", "RepoRow", "OriginRow", "FlagRow", "PhaseStats", "InstanceRow", "RunReport",
@@ -44,7 +45,7 @@ class RepoRow:
     rate: RateWithInterval
     status_counts: Mapping[str, int]
     errors: int
-    flagged: int
+    flagged: int   # instances with a flag (notes not counted: harness/results/flag_meanings.py)
 
 
 @dataclass(frozen=True)
@@ -58,10 +59,13 @@ class OriginRow:
 
 @dataclass(frozen=True)
 class FlagRow:
-    """An integrity flag and the instances that carry it."""
+    """An integrity flag and the instances that carry it; ``note``: it is a note (what
+    happened on an honest path, nothing against the run), not a flag."""
 
     flag: str
     instance_ids: tuple[str, ...]
+    note: bool = False
+    meaning: str = ""
 
 
 @dataclass(frozen=True)
@@ -95,7 +99,8 @@ class InstanceRow:
     p2p_passed: int
     p2p_total: int
     missing: int
-    flags: tuple[str, ...]
+    flags: tuple[str, ...]        # the report's integrity flags that are flags ...
+    notes: tuple[str, ...]        # ... and those that are notes (harness/results/flag_meanings.py)
     seconds: float | None
     attempts: int
     attempts_resolved: int
@@ -190,13 +195,14 @@ def _origin_of(instance_id: str, outcome: InstanceOutcome, by_origin: Mapping[st
 
 def _row(outcome: InstanceOutcome, status: str, origin: str | None) -> InstanceRow:
     figures = outcome.figures
+    flags, notes = split_flags(outcome.evidence.integrity_flags)
     return InstanceRow(
         instance_id=outcome.instance_id, repo=outcome.repo, status=status, resolved=outcome.resolved,
         error_reason=outcome.evidence.error_reason, error_origin=origin,
         reason="" if outcome.resolved else outcome.evidence.reason(limit=3),
         f2p_passed=figures.f2p_passed if figures else 0, f2p_total=figures.f2p_total if figures else 0,
         p2p_passed=figures.p2p_passed if figures else 0, p2p_total=figures.p2p_total if figures else 0,
-        missing=len(outcome.evidence.missing), flags=outcome.evidence.integrity_flags,
+        missing=len(outcome.evidence.missing), flags=flags, notes=notes,
         seconds=figures.seconds if figures else None, attempts=len(outcome.attempts) if figures else 0,
         attempts_resolved=sum(a.success for a in outcome.attempts) if figures else 0, page=outcome.page)
 
@@ -238,7 +244,7 @@ def build_run_report(run: RunData) -> RunReport:
                                 f"the {len(members)} instances of {repo} in the run"),
         status_counts=_ordered_counts([statuses[o.instance_id] for o in members]),
         errors=sum(1 for o in members if o.instance_id in error_ids),
-        flagged=sum(1 for o in members if o.evidence.integrity_flags)) for repo, members in sorted(by_repo.items()))
+        flagged=sum(1 for o in members if split_flags(o.evidence.integrity_flags)[0])) for repo, members in sorted(by_repo.items()))
 
     origin_reasons: dict[str, dict[str, int]] = {}
     for instance_id, origin in origins_of.items():
@@ -267,7 +273,8 @@ def build_run_report(run: RunData) -> RunReport:
         resolved=rate_with_interval("resolved", resolved, total, note) if total else
         rate_with_interval("resolved", 0, 0, "the run has no instance"),
         counts=counts, status_counts=_ordered_counts(list(statuses.values())), repos=repos, origins=origins,
-        integrity=tuple(FlagRow(flag, tuple(ids)) for flag, ids in sorted(flags.items())),
+        integrity=tuple(FlagRow(flag, tuple(ids), is_note(flag), flag_meaning(flag))
+                        for flag, ids in sorted(flags.items(), key=lambda item: (is_note(item[0]), item[0]))),
         phases=_phases(outcomes), instances=rows,
         input_errors={str(k): str(v) for k, v in input_errors.items()},
         attempts=attempt_summary(run, sorted(run.outcomes), None, None),

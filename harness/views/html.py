@@ -122,7 +122,8 @@ def render_run_report(report: RunReport) -> str:
     """The run's page (``runs/<run_id>/report.html``)."""
     rows = [{"instance_id": r.instance_id, "repo": r.repo, "status": r.status, "reason": r.reason,
              "f2p_passed": r.f2p_passed, "f2p_total": r.f2p_total, "p2p_passed": r.p2p_passed,
-             "p2p_total": r.p2p_total, "missing": r.missing, "flags": list(r.flags), "seconds": r.seconds,
+             "p2p_total": r.p2p_total, "missing": r.missing, "flags": list(r.flags), "notes": list(r.notes),
+             "seconds": r.seconds,
              "attempts": r.attempts, "attempts_resolved": r.attempts_resolved, "page": r.page}
             for r in report.instances]
     return _ENV.get_template("run.html.j2").render(

@@ -325,9 +325,12 @@ def render_run_markdown(report: RunReport) -> str:
     lines += ["", "## Errors by origin", ""]
     lines += [f"- {o.origin}: {o.instances} ("
               + ", ".join(f"{reason} × {n}" for reason, n in o.reasons.items()) + ")" for o in report.origins] or ["None."]
-    lines += ["", "## Integrity flags", ""]
-    lines += [f"- {f.flag}: {len(f.instance_ids)} ({', '.join(f.instance_ids[:20])}"
-              + (" …" if len(f.instance_ids) > 20 else "") + ")" for f in report.integrity] or ["None."]
+    for title, rows in (("Integrity flags", [f for f in report.integrity if not f.note]),
+                        ("Integrity notes (nothing held against the run)", [f for f in report.integrity if f.note])):
+        if rows or not title.startswith("Integrity notes"):
+            lines += ["", f"## {title}", ""]
+            lines += [f"- {f.flag}: {len(f.instance_ids)} ({', '.join(f.instance_ids[:20])}"
+                      + (" …" if len(f.instance_ids) > 20 else "") + f"): {f.meaning}" for f in rows] or ["None."]
     if report.phases:
         lines += ["", "## Evaluation time by phase (seconds)", "",
                   "| phase | instances | min | q1 | median | q3 | max | sum |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
@@ -338,7 +341,7 @@ def render_run_markdown(report: RunReport) -> str:
     lines += ["", "## Instances", "", "| instance | repository | status | F2P | P2P | missing | integrity | reason |",
               "|---|---|---|---:|---:|---:|---|---|"]
     lines += [f"| {_cell(i.instance_id)} | {_cell(i.repo)} | {i.status} | {i.f2p_passed}/{i.f2p_total} | "
-              f"{i.p2p_passed}/{i.p2p_total} | {i.missing} | {_cell(', '.join(i.flags))} | {_cell(i.reason)} |"
+              f"{i.p2p_passed}/{i.p2p_total} | {i.missing} | {_cell(', '.join((*i.flags, *(f'({n})' for n in i.notes))))} | {_cell(i.reason)} |"
               for i in report.instances]
     lines.append("")
     if report.agent is None:  # the Agent section holds these figures, over fixed denominators

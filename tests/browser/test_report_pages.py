@@ -213,6 +213,30 @@ def test_hostile_synthetic_run_in_the_table(page, tmp_path):
     assert all(r.find_elements(By.TAG_NAME, "td")[2].text == "missing" for r in rows(page, "test-table"))
 
 
+def test_notes_are_not_flags_in_the_table(page, tmp_path):
+    """The synthetic run's only integrity mark, patch_touched_tests (the patch's test edits
+    were restored), is a note: grey in the instance table, in the notes table with what it
+    means, and "integrity flags only" shows no row; a flag added to one report is shown
+    as a flag and is the only row that filter keeps."""
+    import json
+    run = write_synthetic_run(tmp_path, "notes", 40, seed=3)
+    noted = sorted(p.parent.name for p in run.glob("*/report.json")
+                   if "patch_touched_tests" in json.loads(p.read_text())["integrity"]["flags"])
+    assert noted
+    target = sorted(p for p in run.glob("*/report.json") if p.parent.name not in noted)[0]
+    report = json.loads(target.read_text())
+    report["integrity"]["flags"] = ["monitor_compile"]
+    target.write_text(json.dumps(report))
+    write_run_pages(run)
+    page.get(file_url(run / "report.html"))
+    assert {b.text for b in page.find_elements(By.CSS_SELECTOR, "#instance-table .badge.note")} == {"patch_touched_tests"}
+    assert [b.text for b in page.find_elements(By.CSS_SELECTOR, "#instance-table .badge.flag")] == ["monitor_compile"]
+    assert "restored" in page.find_element(By.ID, "note-table").text
+    assert "monitor_compile" in page.find_element(By.ID, "flag-table").text
+    page.find_element(By.ID, "filter-flags").click()
+    assert table_ids(page) == [report["instance_id"]]
+
+
 # --------------------------------------------------------------------------- scale, serving
 
 

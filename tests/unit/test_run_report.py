@@ -53,8 +53,53 @@ def test_origins_and_flags(synthetic):
     by_origin = {o.origin: o for o in report.origins}
     for origin, ids in summary["errors_by_origin"].items():
         assert (by_origin[origin].instances if origin in by_origin else 0) == len(ids)
-    flagged = [i.instance_id for i in report.instances if i.flags]
-    assert [f.instance_ids for f in report.integrity] == ([tuple(flagged)] if flagged else [])
+    # the synthetic run's one flag, patch_touched_tests, is a note: on the instances' rows as a
+    # note, in the integrity rows as a note, and no repository counts it as flagged
+    noted = [i.instance_id for i in report.instances if i.notes]
+    assert noted and not any(i.flags for i in report.instances)
+    assert [(f.flag, f.instance_ids, f.note) for f in report.integrity] == [("patch_touched_tests", tuple(noted), True)]
+    assert "restored" in report.integrity[0].meaning
+    assert sum(row.flagged for row in report.repos) == 0
+
+
+def test_flags_and_notes_are_told_apart_on_every_view(tmp_path):
+    """A run with a note on one instance (canary_unavailable: no canary could be planted) and
+    a flag on another (monitor_compile: changed code compiled code during the tests): the
+    repository counts only the flag, the run page puts each in its own table with what it
+    means, the instance page shows the note as a note, and the Markdown lists them apart."""
+    from harness.grading.status import InstanceStatus
+    from harness.results.report import InstanceResult, summarise
+    from harness.views.html import render_run_report
+    from harness.views.markdown import render_run_markdown
+    from harness.views.site import write_instance_page
+    run = tmp_path / "r"
+    results = []
+    for iid, flags in (("o__n-1", ["canary_unavailable"]), ("o__n-2", ["monitor_compile", "patch_touched_tests"])):
+        (run / iid).mkdir(parents=True)
+        result = InstanceResult(instance_id=iid, repo="o/n", model_name_or_path="m", status=InstanceStatus.FULL,
+                                resolved=True, f2p_success=["t.py::a"], integrity_flags=flags)
+        (run / iid / "report.json").write_text(json.dumps(result.to_report()))
+        results.append(result)
+    (run / "summary.json").write_text(json.dumps(summarise("r", "m", ["o__n-1", "o__n-2"], results, {})))
+    report = load_run_report(run)
+    assert [row.flagged for row in report.repos] == [1]
+    rows = {i.instance_id: (i.flags, i.notes) for i in report.instances}
+    assert rows == {"o__n-1": ((), ("canary_unavailable",)), "o__n-2": (("monitor_compile",), ("patch_touched_tests",))}
+    assert [(f.flag, f.note) for f in report.integrity] == [
+        ("monitor_compile", False), ("canary_unavailable", True), ("patch_touched_tests", True)]
+    page = render_run_report(report)
+    flag_table = page[page.index('id="flag-table"'):page.index('id="note-table"')]
+    note_table = page[page.index('id="note-table"'):]
+    assert "monitor_compile" in flag_table and "canary_unavailable" not in flag_table
+    assert "lambdify" in flag_table  # what it means: honest code that generates code does this
+    assert "canary_unavailable" in note_table and "patch_touched_tests" in note_table
+    markdown = render_run_markdown(report)
+    flags_md = markdown[markdown.index("## Integrity flags"):markdown.index("## Integrity notes")]
+    assert "monitor_compile" in flags_md and "canary_unavailable" not in flags_md
+    write_instance_page(run, "o__n-1", "r")
+    instance_page = (run / "o__n-1" / "report.html").read_text()
+    assert 'class="badge note">canary_unavailable' in instance_page
+    assert 'class="badge flag"' not in instance_page and "No integrity flag." in instance_page
 
 
 def test_phase_quartiles(synthetic):

@@ -48,7 +48,7 @@
       if (repo.value && row.repo !== repo.value) return false;
       if (flagged.checked && !row.flags.length) return false;
       if (!needle) return true;
-      return (row.instance_id + " " + row.repo + " " + row.status + " " + row.reason + " " + row.flags.join(" "))
+      return (row.instance_id + " " + row.repo + " " + row.status + " " + row.reason + " " + row.flags.join(" ") + " " + (row.notes || []).join(" "))
         .toLowerCase().indexOf(needle) !== -1;
     }
 
@@ -69,6 +69,7 @@
       } else if (key === "flags") {
         td = el("td");
         row.flags.forEach(function (flag) { td.appendChild(el("span", flag, "badge flag")); td.appendChild(document.createTextNode(" ")); });
+        (row.notes || []).forEach(function (note) { td.appendChild(el("span", note, "badge note")); td.appendChild(document.createTextNode(" ")); });
       } else if (key === "seconds") {
         td = el("td", row.seconds === null ? "" : row.seconds.toFixed(2), "num");
       } else if (key === "missing") {
