@@ -75,17 +75,22 @@ def read_run(run_dir: Path, started_at: float) -> list[dict]:
 
 
 def wheel_sharing(root: Path) -> dict:
-    """Wheels across the wheelhouses: how many files and bytes, and how many distinct
-    (a wheel's file name names its project, version and tags: one name, one file on the index)."""
+    """Wheels across the wheelhouses: how many files and bytes, how many distinct (a wheel's
+    file name names its project, version and tags: one name, one file on the index), and how
+    many bytes are on disk (a wheel hard-linked into several wheelhouses is one file there:
+    ``disk_bytes`` counts each inode once)."""
     files = [w for w in root.glob("*/wheels/*.whl")] if root.is_dir() else []
     distinct: dict[str, int] = {}
+    inodes: dict[tuple[int, int], int] = {}
     total = 0
     for wheel in files:
-        size = wheel.stat().st_size
-        total += size
-        distinct[wheel.name] = size
+        info = wheel.stat()
+        total += info.st_size
+        distinct[wheel.name] = info.st_size
+        inodes[(info.st_dev, info.st_ino)] = info.st_size
     return {"wheelhouses": len({w.parent.parent for w in files}), "files": len(files), "bytes": total,
-            "distinct_files": len(distinct), "distinct_bytes": sum(distinct.values())}
+            "distinct_files": len(distinct), "distinct_bytes": sum(distinct.values()),
+            "disk_files": len(inodes), "disk_bytes": sum(inodes.values())}
 
 
 # ----------------------------------------------------------------------------- time lines
@@ -370,4 +375,6 @@ def wheel_line(w: dict) -> str:
         return "No wheelhouse."
     return (f"Wheels: {w['files']} files, {w['bytes'] / MB:,.0f} MB in {w['wheelhouses']} wheelhouses; "
             f"{w['distinct_files']} distinct, {w['distinct_bytes'] / MB:,.0f} MB "
-            f"({100 * (1 - w['distinct_bytes'] / w['bytes']):.0f} % of the bytes are a wheel another wheelhouse also holds).")
+            f"({100 * (1 - w['distinct_bytes'] / w['bytes']):.0f} % of the bytes are a wheel another wheelhouse also holds)"
+            + (f"; on disk {w['disk_files']} files, {w['disk_bytes'] / MB:,.0f} MB (hard links counted once)."
+               if "disk_bytes" in w else "."))

@@ -205,16 +205,29 @@ def summary_line(output: str) -> str:
 
 # ----------------------------------------------------------------------------- decomposition
 
+def is_session(cmds: list[dict]) -> bool:
+    """Whether the ``prepare`` and ``launch`` records came from one exec (the session of
+    issue 38: its bootstrap is in argv, ``python3 -I -S -c SOURCE``) rather than from two
+    (``python3 -I -S /harness/trusted/launcher.py``)."""
+    launch = next((c for c in cmds if c["phase"] == "launch"), None)
+    argv = launch.get("argv") if launch else None
+    return isinstance(argv, list) and "-c" in argv[:4]
+
+
+
 def decompose(report: dict) -> dict[str, float]:
     """Split one report's wall time into where it went (seconds). Works on reports of the
-    harness before issue 11 (every command a docker exec) and after it (two execs:
-    ``prepare`` and ``launch``; the other commands ran inside them)."""
+    harness before issue 11 (every command a docker exec), after it (two execs:
+    ``prepare`` and ``launch``; the other commands ran inside them) and after issue 38 (one
+    exec, whose set-up and test steps are still the two records)."""
     t = report["timings"]
     cmds = report["commands"]
     tests_cmd = sum(c["duration"] for c in cmds if c["phase"] == "tests")
     if any(c["phase"] == "launch" for c in cmds):  # the old harness had a "prepare" command (its mkdir) too
         execs = [c for c in cmds if c["phase"] in EXEC_PHASES]
         exec_time = sum(c["duration"] for c in execs)
+        if is_session(cmds):
+            execs = execs[-1:]   # one exec carried both records (issue 38): count it once
     else:
         execs = cmds
         exec_time = sum(c["duration"] for c in cmds)
