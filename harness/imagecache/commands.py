@@ -65,7 +65,9 @@ def add_images_parser(sub) -> None:
         description="Remove harness images. Criteria combine (an image goes when it matches all given); with "
                     "--budget, matching images go least recently used first until the harness's images fit. "
                     "Never removed: images a container uses, images a live harness process leases, images an "
-                    "image that stays needs. With no criterion: --level env (instance images go).")
+                    "image that stays needs. With no criterion: --level env (instance images go). Sandboxes a "
+                    "killed run left stopped for over 10 minutes are removed first (nothing reuses a sandbox; "
+                    "each pins its image).")
     prune.add_argument("--older-than", type=age_argument, metavar="AGE",
                        help="not used for AGE (e.g. 7d, 12h): the last use the harness recorded, else creation")
     prune.add_argument("--stale", action="store_true",
@@ -178,20 +180,44 @@ def criteria_from_args(args: argparse.Namespace, now: float):
 def cmd_images_prune(args: argparse.Namespace) -> int:
     from harness.engine.client import connect
     from harness.imagecache.selection import plan
+    from harness.imagecache.sandboxes import left_sandboxes, remove_sandboxes
     client = connect()
     now = time.time()
     criteria = criteria_from_args(args, now)
+    # sandboxes a killed run left pin their images: they go first (never in a dry run)
+    left = left_sandboxes(client, now, only_label=args.only_label)
+    refused = dict((s.container_id, why) for s, why in ([] if args.dry_run else remove_sandboxes(client, left)))
     state, view, images = _view(client, args.only_label)
     decided = plan(images, view.accounting, criteria, _leases(state))
     outcomes = []
     if not args.dry_run:
         from harness.imagecache.prune import carry_out
         outcomes = carry_out(client, decided, state, only_label=args.only_label)
+    sandboxes = [{"name": s.name, "run_id": s.run_id, "state": s.state, "stopped_at": s.stopped_at,
+                  "removed": None if args.dry_run else s.container_id not in refused,
+                  "note": refused.get(s.container_id)} for s in left]
     if args.json:
-        print(json.dumps(plan_json(decided, outcomes, args.dry_run), indent=1))
+        print(json.dumps({**plan_json(decided, outcomes, args.dry_run), "sandboxes": sandboxes}, indent=1))
     else:
+        print_sandboxes(sandboxes, args.dry_run, now)
         print_plan(decided, outcomes, args.dry_run, now)
     return 0
+
+
+def print_sandboxes(sandboxes: list[dict], dry_run: bool, now: float, out=None) -> None:
+    """One line per sandbox a run left behind (harness/imagecache/sandboxes.py)."""
+    from humanfriendly import format_timespan
+    out = out or sys.stdout
+    for s in sandboxes:
+        word = "would go" if dry_run else ("removed" if s["removed"] else "skipped")
+        note = f" [{s['note']}]" if s["note"] else ""
+        print(f"{word:8} sandbox  {s['name']}: left by run {s['run_id']}, {s['state']} "
+              f"{format_timespan(max(0, now - s['stopped_at']), max_units=1)} ago{note}", file=out)
+    if sandboxes:
+        verb = "would remove" if dry_run else "removed"
+        done = len(sandboxes) if dry_run else sum(bool(s["removed"]) for s in sandboxes)
+        print(f"sandboxes left by ended runs: {verb} {done} of {len(sandboxes)}"
+              + (" (their images are planned as still in use until then)" if dry_run else ""), file=out)
 
 
 def plan_json(decided, outcomes, dry_run: bool) -> dict:

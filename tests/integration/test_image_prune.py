@@ -236,6 +236,48 @@ def test_a_container_protects_its_image_and_the_runs_cache_level_prunes_its_inst
     assert all(_exists(engine, family.ids[n]) for n in ("base", "env", "inst-new", "inst-stale", "decoy"))
 
 
+def test_sandboxes_a_killed_run_left_go_first_and_free_their_images(engine, family, prune, monkeypatch):
+    """A sandbox of a run killed with its engine stays stopped and pins its image. prune
+    removes one stopped longer than STOPPED_FOR (shortened here) before it plans, so its
+    image can go; a sandbox stopped a moment ago (a live run reads it and removes it) and a
+    container without a run id stay, and so do their images."""
+    from harness.imagecache import sandboxes
+    owner = {"org.harness.owner": "harness", SCOPE: family.token}
+    left = engine.containers.create(family.tags["inst-new"], command=["true"],
+                                    labels={**owner, "org.harness.run-id": "killed-run"})
+    other = engine.containers.create(family.tags["env"], command=["true"], labels=owner)  # no run id
+    time.sleep(8)
+    fresh = engine.containers.create(family.tags["inst-old"], command=["true"],
+                                     labels={**owner, "org.harness.run-id": "live-run"})
+    created = sandboxes._epoch(engine.api.inspect_container(fresh.id)["Created"])
+
+    def threshold() -> None:
+        # between the two: `fresh` is younger than it and `left` (8 s older) is not, as long as
+        # the prune reads the containers within 4 s of this
+        monkeypatch.setattr(sandboxes, "STOPPED_FOR", time.time() - created + 4.0)
+
+    try:
+        threshold()
+        dry = prune("--level", "env", "--dry-run")
+        assert [(s["name"], s["run_id"], s["removed"]) for s in dry["sandboxes"]] == [(left.name, "killed-run", None)]
+        assert _verdict(dry, family, "inst-new")["reason"] == f"used by container {left.name}"  # a dry run removes nothing
+        threshold()
+        done = prune("--level", "env")
+        assert [(s["name"], s["removed"]) for s in done["sandboxes"]] == [(left.name, True)]
+        with pytest.raises(NotFound):
+            engine.containers.get(left.id)
+        assert _removed(done) == {family.ids["inst-new"], family.ids["inst-stale"]}
+        assert _verdict(done, family, "inst-old")["reason"] == f"used by container {fresh.name}"
+        assert engine.containers.get(other.id) and engine.containers.get(fresh.id)
+        assert all(_exists(engine, family.ids[n]) for n in ("base", "env", "inst-old", "decoy"))
+    finally:
+        for container in (left, other, fresh):
+            try:
+                container.remove(force=True)
+            except NotFound:
+                pass
+
+
 def test_a_lease_taken_after_the_plan_still_protects_and_strands_no_child(engine, family):
     from harness.imagecache.commands import current_formats
     from harness.imagecache.inventory import read_engine
