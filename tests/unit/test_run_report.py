@@ -198,3 +198,21 @@ def test_instance_detail_marks_missing_and_not_graded_tests(synthetic):
     assert detail.verdict.startswith("Not resolved:")
     assert detail.patch is not None and detail.patch.added > 0 and detail.patch.files
     assert "report.json" in detail.raw_files and "results.xml" not in detail.raw_files
+
+
+def test_every_flag_the_security_reference_names_has_its_sentence():
+    """docs/SECURITY.md's "Flags reference" lists every flag name; each has the sentence the
+    pages show beside it (harness/results/flag_meanings.py), not the pointer back to the docs
+    (a name pattern such as monitor_<event> is checked by an instance of it)."""
+    import re
+    from harness.results.flag_meanings import flag_meaning
+    text = (Path(__file__).resolve().parents[2] / "docs" / "SECURITY.md").read_text()
+    start = text.index("`history_not_stripped`, `patch_touched_tests`")
+    end = text.find("\n\n", start)
+    names = re.findall(r"`([a-z_<>]+)`", text[start:] if end < 0 else text[start:end])
+    examples = {"patch_<scan category>": "patch_frame_walk", "build_monitor_<event>": "build_monitor_compile",
+                "monitor_<event>": "monitor_exec"}
+    assert len(names) > 60
+    pointer = flag_meaning("no_such_flag")
+    missing = [n for n in names if flag_meaning(examples.get(n, n)) == pointer]
+    assert missing == []
