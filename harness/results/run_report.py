@@ -244,7 +244,7 @@ def build_run_report(run: RunData) -> RunReport:
                                 f"the {len(members)} instances of {repo} in the run"),
         status_counts=_ordered_counts([statuses[o.instance_id] for o in members]),
         errors=sum(1 for o in members if o.instance_id in error_ids),
-        flagged=sum(1 for o in members if split_flags(o.evidence.integrity_flags)[0])) for repo, members in sorted(by_repo.items()))
+        flagged=sum(1 for o in members if not all(map(is_note, o.evidence.integrity_flags)))) for repo, members in sorted(by_repo.items()))
 
     origin_reasons: dict[str, dict[str, int]] = {}
     for instance_id, origin in origins_of.items():

@@ -325,12 +325,14 @@ def render_run_markdown(report: RunReport) -> str:
     lines += ["", "## Errors by origin", ""]
     lines += [f"- {o.origin}: {o.instances} ("
               + ", ".join(f"{reason} × {n}" for reason, n in o.reasons.items()) + ")" for o in report.origins] or ["None."]
-    for title, rows in (("Integrity flags", [f for f in report.integrity if not f.note]),
-                        ("Integrity notes (nothing held against the run)", [f for f in report.integrity if f.note])):
-        if rows or not title.startswith("Integrity notes"):
-            lines += ["", f"## {title}", ""]
-            lines += [f"- {f.flag}: {len(f.instance_ids)} ({', '.join(f.instance_ids[:20])}"
-                      + (" …" if len(f.instance_ids) > 20 else "") + f"): {f.meaning}" for f in rows] or ["None."]
+    def flag_lines(rows: list) -> list[str]:
+        return [f"- {f.flag}: {len(f.instance_ids)} ({', '.join(f.instance_ids[:20])}"
+                + (" …" if len(f.instance_ids) > 20 else "") + f"): {f.meaning}" for f in rows]
+
+    notes = [f for f in report.integrity if f.note]
+    lines += ["", "## Integrity flags", ""] + (flag_lines([f for f in report.integrity if not f.note]) or ["None."])
+    if notes:   # a section only when there is one: notes hold nothing against the run
+        lines += ["", "## Integrity notes (nothing held against the run)", ""] + flag_lines(notes)
     if report.phases:
         lines += ["", "## Evaluation time by phase (seconds)", "",
                   "| phase | instances | min | q1 | median | q3 | max | sum |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
