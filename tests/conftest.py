@@ -79,7 +79,8 @@ def leftover_containers(client, *run_ids: str) -> list:
     filters = [f"{LABEL_RUN}={r}" for r in run_ids] or [f"{LABEL_OWNER}=harness"]
     found = []
     for label in filters:
-        found += client.containers.list(all=True, filters={"label": label})
+        # ignore_removed: a container the run removes between listing and inspection is gone
+        found += client.containers.list(all=True, filters={"label": label}, ignore_removed=True)
         found += client.volumes.list(filters={"label": label})
     return found
 

@@ -233,7 +233,9 @@ def remove_labelled(client: docker.DockerClient, labels: dict[str, str]) -> int:
     filters = {"label": [f"{k}={v}" for k, v in labels.items()]}
     removed = 0
     try:
-        for container in client.containers.list(all=True, filters=filters):
+        # ignore_removed: another worker's cleanup may remove a container between the
+        # listing and its inspection; that is the outcome wanted, not an error.
+        for container in client.containers.list(all=True, filters=filters, ignore_removed=True):
             try:
                 container.remove(force=True, v=True)
                 removed += 1

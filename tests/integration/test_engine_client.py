@@ -46,3 +46,31 @@ def test_a_failing_command_raises_with_its_stderr_and_is_removed(engine, base_ta
 def test_it_has_no_network_unless_asked(engine, base_tag):
     interfaces = run_once(engine, base_tag, ["/bin/sh", "-c", "ls /sys/class/net"]).split()
     assert interfaces == [b"lo"]
+
+
+def test_removing_a_runs_containers_survives_one_vanishing_between_listing_and_inspection(engine, base_tag):
+    """Two workers clean up one run: a container listed by one can be removed by the other
+    before the listing inspects it. The fault is injected at the inspection: the container is
+    removed just before the engine is asked about it. Both must still end removed, no error."""
+    from harness.engine.sandbox import remove_labelled
+    labels = {"org.harness.test-scope": f"vanish-{id(engine)}"}
+    made = [engine.containers.create(base_tag, ["true"], labels=labels) for _ in range(2)]
+    vanishing = made[0].id
+    original = engine.api.inspect_container
+
+    def inspect_after_another_worker_removed_it(container, *args, **kwargs):
+        if container == vanishing:
+            engine.api.remove_container(container, force=True)
+        return original(container, *args, **kwargs)
+
+    engine.api.inspect_container = inspect_after_another_worker_removed_it
+    try:
+        remove_labelled(engine, labels)
+    finally:
+        engine.api.inspect_container = original
+        for container in made:
+            try:
+                engine.api.remove_container(container.id, force=True)
+            except docker.errors.NotFound:
+                pass
+    assert engine.containers.list(all=True, filters={"label": [f"{k}={v}" for k, v in labels.items()]}) == []
