@@ -90,7 +90,8 @@ class TaskEvaluator:
         does again, and reports, itself."""
         if request.pins_only or self.backend.stopped or self._engine_lost:
             return
-        self.prestarted.begin(request.token)
+        if not self.prestarted.begin(request.token):
+            return   # its task started (or the run is ending) before this pre-start's turn came
         ready = None
         try:
             prepared = self.preparer.prepare(request.task.instance)

@@ -35,44 +35,55 @@ class Prestarted:
 
 
 class PrestartPool:
-    """Ready sandboxes by task token (thread-safe). A pre-start in flight registers with
-    :meth:`begin`; :meth:`offer` stores its result unless the task has already started
-    without it, in which case the caller releases the sandbox."""
+    """Ready sandboxes by task token (thread-safe). A pre-start registers with :meth:`begin`
+    (refused once its task has started); :meth:`offer` stores its result unless the task
+    has started meanwhile, in which case the caller releases the sandbox.
+
+    A task's start (:meth:`take`) is remembered whether or not its pre-start has begun: the
+    look-ahead runs pre-starts one at a time, so one can be queued behind a slow one (an
+    image build) until after its task started, or even finished, on its own. Such a late
+    pre-start must not start anything: its sandbox would wait, running, until the run ends
+    (Verified at 8376c12 held 16 of them at once after 100 instances)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._ready: dict[str, Prestarted] = {}
         self._in_flight: set[str] = set()
-        self._missed: set[str] = set()
+        #: tokens whose task has started (taken, ready or not): a pre-start of one is late
+        self._started: set[str] = set()
 
-    def begin(self, token: str) -> None:
+    def begin(self, token: str) -> bool:
+        """A pre-start of ``token`` is starting; False when its task has already started
+        (the caller then prepares and starts nothing)."""
         with self._lock:
+            if token in self._started:
+                return False
             self._in_flight.add(token)
+            return True
 
     def offer(self, token: str, ready: Prestarted | None) -> bool:
         """The pre-start of ``token`` ended (``ready`` None: it failed). False when the task
         started meanwhile: the sandbox is nobody's, and the caller must release it."""
         with self._lock:
             self._in_flight.discard(token)
-            missed = token in self._missed
-            self._missed.discard(token)
-            if ready is None or missed:
+            if ready is None or token in self._started:
                 return False
             self._ready[token] = ready
             return True
 
     def take(self, token: str) -> Prestarted | None:
-        """What was made ready for ``token`` (once), or None; a pre-start still in flight
-        for it will find the task gone (:meth:`offer`)."""
+        """What was made ready for ``token`` (once), or None; a pre-start of it still in
+        flight, or not yet begun, will find the task started (:meth:`offer`, :meth:`begin`)."""
         with self._lock:
-            if token in self._in_flight:
-                self._missed.add(token)
+            self._started.add(token)
             return self._ready.pop(token, None)
 
     def drain(self) -> list[Prestarted]:
-        """Everything ready and not taken (the run is ending)."""
+        """Everything ready and not taken (the run is ending); a pre-start still in flight
+        keeps nothing (the executor waits for its look-ahead before it drains, so none has
+        yet to begin)."""
         with self._lock:
             left = list(self._ready.values())
             self._ready.clear()
-            self._missed |= self._in_flight
+            self._started |= self._in_flight
             return left

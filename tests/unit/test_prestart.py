@@ -92,3 +92,38 @@ def test_without_look_ahead_nothing_is_readied():
     LocalExecutor(1, prestart=False).run(_setup(evaluator), iter([_request(n, "1.0") for n in range(3)]),
                                          lambda request, outcome: None)
     assert [kind for kind, _ in evaluator.events] == ["evaluate"] * 3 and evaluator.dropped == 0
+
+
+def test_a_pre_start_whose_task_already_started_starts_nothing():
+    """The look-ahead runs one pre-start at a time, so one can come after its task started on
+    its own (queued behind a pre-start that built an image). It must not begin: its sandbox
+    would be nobody's and wait, running, until the run ends (16 at once in a Verified run at
+    8376c12)."""
+    pool = PrestartPool()
+    assert pool.take("a") is None            # the task started; its pre-start had not begun
+    assert pool.begin("a") is False          # so it does not begin
+    assert pool.offer("a", Prestarted("p", "box")) is False
+    assert pool.drain() == []
+    assert pool.begin("b") is True           # another task's is unaffected
+
+
+def test_a_late_pre_start_on_the_node_prepares_and_starts_nothing():
+    """TaskEvaluator.prestart for a task that already started returns before preparing or
+    starting anything (at 8376c12 it prepared, started a sandbox and kept it)."""
+    from types import SimpleNamespace
+    from harness.evaluation.node import TaskEvaluator
+
+    calls = []
+    node = TaskEvaluator.__new__(TaskEvaluator)
+    node.prestarted, node._engine_lost, node.node = PrestartPool(), False, "n"
+    node.config = SimpleNamespace(run_id="r")
+    node.preparer = SimpleNamespace(prepare=lambda instance: calls.append("prepare") or SimpleNamespace(
+        image=SimpleNamespace(tag="t"), spec=SimpleNamespace(service_hosts={}, needs_net_admin=False, cpus=None)))
+    node.backend = SimpleNamespace(stopped=False, start=lambda *a, **k: calls.append("start") or "box")
+    request = _request(1, "1.0")
+    assert node.prestarted.take(request.token) is None     # the task started first
+    node.prestart(request)
+    assert calls == [] and node.prestarted.drain() == []
+    other = _request(2, "1.0")
+    node.prestart(other)                                     # a timely one still readies its task
+    assert calls == ["prepare", "start"] and node.prestarted.take(other.token).sandbox == "box"
