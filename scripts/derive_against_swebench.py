@@ -4,6 +4,8 @@
         --output-dir /work/tmp-h5/derive-sample         # 20 Lite + 20 Verified records
     .venv/bin/python scripts/derive_against_swebench.py run --sample 0 ...   # every held record (138 + 198)
     .venv/bin/python scripts/derive_against_swebench.py compare DIR          # the comparison again
+    .venv/bin/python scripts/derive_against_swebench.py from-runs --validation runs/whole-lite-C \
+        runs/whole-verified-C --output-dir runs/derive-from-validation-C  # lists from a validation's runs
 
 1. **Selection**: the records of ``lite-test.jsonl`` and ``verified-test.jsonl`` (``--data``)
    whose base commit is held in ``--repos-dir`` (scripts/validate_whole_set.py ``select``:
@@ -13,6 +15,14 @@
 2. **Derivation**: the chosen records with FAIL_TO_PASS and PASS_TO_PASS removed go through
    ``harness instances derive`` (``DIR/input.jsonl`` → ``DIR/derived.jsonl``, the runs in
    ``DIR/runs/``).
+   ``from-runs`` decides the lists instead from the runs of a finished whole-set validation
+   (scripts/validate_whole_set.py: ``gold-1`` … ``gold-N`` with the fix, ``empty`` without
+   it), with the same reading of each run (harness/evaluation/outcomes.py) and the same
+   decision (harness/results/derivation.py ``decide``). Those runs are the one evaluation
+   path on the same records; what differs from ``instances derive`` is that the records
+   carried their lists while they ran (read only by grading and by where canaries go, both
+   left out of the outcomes) and how many runs each side has. An instance of both sets is
+   decided from the runs of both validations.
 3. **Comparison** (``DIR/comparison.json``, ``DIR/comparison.md``): per record, whether each
    derived list equals SWE-bench's (as sets), and every test in one and not the other with
    what the derivation saw of it (flaky, failing in both, skipped, missing, not run), so that
@@ -23,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import time
@@ -113,11 +124,138 @@ def compare(root: Path) -> dict:
     return out
 
 
+def decide_from_validations(validations: list[Path], root: Path, xfail: str) -> dict:
+    """``root/expected.jsonl``, ``root/derived.jsonl`` and its table, decided from the runs
+    of finished whole-set validations (``from-runs``). Returns the meta of the derivation."""
+    sys.path.insert(0, str(ROOT))
+    from harness.atomic import write_json_atomic, write_text_atomic
+    from harness.evaluation.outcomes import run_outcomes
+    from harness.paths import RunPaths
+    from harness.results.derivation import decide, render_markdown
+    expected: list[dict] = []
+    runs: dict[str, dict[str, list[Path]]] = {}
+    for validation in validations:
+        command = json.loads((validation / "whole-set.json").read_text())["command"].split()
+        name = command[command.index("--set") + 1]
+        with_fix = sorted(validation.glob("gold-*"), key=lambda p: int(p.name.split("-")[1]))
+        without = [validation / "empty"]
+        for line in (validation / "instances.jsonl").read_text().splitlines():
+            if not line.strip():
+                continue
+            record = {**json.loads(line), "_set": name}
+            expected.append(record)
+            sides = runs.setdefault(record["instance_id"], {"with": [], "without": [], "record": record})
+            sides["with"] += [RunPaths(d).instance_dir(record["instance_id"]) for d in with_fix]
+            sides["without"] += [RunPaths(d).instance_dir(record["instance_id"]) for d in without]
+    write_text_atomic(root / "expected.jsonl", "".join(json.dumps(r) + "\n" for r in expected))
+    records, rows = [], []
+    for iid, sides in runs.items():
+        result = decide(iid, [run_outcomes(d, without_fix=True) for d in sides["without"]],
+                        [run_outcomes(d, without_fix=False) for d in sides["with"]], xfail)
+        row = result.row()
+        row["runs"] = {"with": len(sides["with"]), "without": len(sides["without"])}
+        rows.append(row)
+        if result.refused is None:
+            record = {k: v for k, v in sides["record"].items() if k != "_set"}
+            records.append({**record, "FAIL_TO_PASS": result.fail_to_pass, "PASS_TO_PASS": result.pass_to_pass})
+    table = {"input": ", ".join(str(v) for v in validations), "output": str(root / "derived.jsonl"),
+             "repeat": "the validation's", "xfail": xfail, "runs_dir": ", ".join(str(v) for v in validations),
+             "derived": sum(r["status"] == "derived" for r in rows),
+             "refused": sum(r["status"] == "refused" for r in rows), "instances": rows}
+    write_json_atomic(root / "derived.jsonl.derivation.json", table)
+    write_text_atomic(root / "derived.jsonl.derivation.md", render_markdown(table))
+    write_text_atomic(root / "derived.jsonl", "".join(json.dumps(r) + "\n" for r in records))
+    commits = sorted({json.loads((run / "manifest.json").read_text()).get("harness_commit") or "?"
+                      for v in validations for run in [*v.glob("gold-*"), v / "empty"]})
+    return {"command": "scripts/derive_against_swebench.py from-runs --validation "
+                       + " ".join(str(v) for v in validations), "commit": ", ".join(c[:12] for c in commits),
+            "wall_minutes": "the validations'", "records": len(runs), "set_records": len(expected),
+            "validations": [str(v) for v in validations]}
+
+
+#: bin/test's output: a file's header, and a test's line (the file's last test has the
+#: file's ``[OK]``/``[FAIL]`` after its outcome)
+_SYMPY_FILE = re.compile(r"^\S+\.py\[\d+\](?:\s|$)")
+_SYMPY_TEST = re.compile(r"^(test_\w+) (ok|F|E|f|X)\b")
+
+
+def _unread_by_swebench(output: str, canaries: set[str]) -> set[str]:
+    """The sympy tests SWE-bench's sympy log parser reads no status from. It reads a line
+    that ends in `` ok``, `` F`` or `` E``; so not an @XFAIL test that passed (``X``), and not
+    the last test of each file, whose line ends in the file's ``[OK]``/``[FAIL]``. The last
+    test is the last one that is not a canary: the canaries planted here come after the
+    file's own tests, and SWE-bench's run had none."""
+    unread: set[str] = set()
+    block: list[str] = []
+    for line in [*output.splitlines(), "end.py[0]"]:
+        if _SYMPY_FILE.match(line):
+            own = [name for name in block if name not in canaries]
+            unread.update(own[-1:])
+            block = []
+            continue
+        match = _SYMPY_TEST.match(line.rstrip())
+        if match:
+            block.append(match.group(1))
+            if match.group(2) == "X":
+                unread.add(match.group(1))
+    return unread
+
+
+def classify_mechanically(result: dict, validations: list[Path]) -> None:
+    """Mark each difference a rule can name without judgement (in place): a sympy test on a
+    line SWE-bench's log parser reads no status from (``swebench_parser_unread``), and a
+    SWE-bench id that is not a test but a fragment of pytest's output (``swebench_log_fragment``).
+    A record whose every difference is so marked is counted ``*_as_swebench_reads``: equal
+    but for what SWE-bench's log parsers cannot read. The rest are classified by hand
+    (docs/DERIVED_LISTS.md)."""
+    sys.path.insert(0, str(ROOT))
+    from harness.grading.conventions import IdKind, get_convention
+    fragment = get_convention("pytest").classify
+    from harness.results.report import InstanceResult
+    unread_of: dict[tuple[str, str], set[str]] = {}
+    for validation in validations:
+        command = json.loads((validation / "whole-set.json").read_text())["command"].split()
+        name = command[command.index("--set") + 1]
+        for directory in (validation / "gold-1").iterdir():
+            if directory.name.startswith("sympy__") and (directory / "test_output.txt").is_file():
+                report = InstanceResult.from_report(json.loads((directory / "report.json").read_text()))
+                canaries = {str(c.get("test_id")).rsplit("::", 1)[-1]
+                            for c in report.integrity_details.get("canaries") or [] if isinstance(c, dict)}
+                unread_of[(name, directory.name)] = _unread_by_swebench(
+                    (directory / "test_output.txt").read_text(errors="replace"), canaries)
+    for entry_key, entry in result["instances"].items():
+        unread = unread_of.get((entry["set"], entry_key.split(":", 1)[1]), set())
+        marks: dict[str, str] = {}
+        for key in ("f2p_only_swebench", "f2p_only_here", "p2p_only_swebench", "p2p_only_here"):
+            for test in entry.get(key) or []:
+                if test in unread:
+                    marks[test] = "swebench_parser_unread"
+                elif key.endswith("swebench") and fragment(test) is IdKind.LOG_FRAGMENT:
+                    marks[test] = "swebench_log_fragment"
+        entry["mechanical"] = marks
+        for side, keys in (("f2p", ("f2p_only_swebench", "f2p_only_here")),
+                           ("p2p", ("p2p_only_swebench", "p2p_only_here"))):
+            differing = [t for k in keys for t in (entry.get(k) or [])]
+            entry[f"{side}_equal_as_swebench_reads"] = entry.get(f"{side}_equal", False) or (
+                entry.get("status") == "derived" and all(t in marks for t in differing))
+    for name, totals in result["sets"].items():
+        part = [e for e in result["instances"].values() if name == "all" or e["set"] == name]
+        for side in ("f2p", "p2p"):
+            totals[f"{side}_equal_as_swebench_reads"] = sum(e[f"{side}_equal_as_swebench_reads"] for e in part)
+
+
 def render(result: dict, meta: dict) -> str:
-    lines = ["| set | records | FAIL_TO_PASS equal | PASS_TO_PASS equal | refused |", "|---|---|---|---|---|"]
+    def share(count: int, total: int) -> str:
+        return f"{count} ({100 * count / max(total, 1):.0f}%)"
+    read = any("f2p_equal_as_swebench_reads" in s for s in result["sets"].values())
+    lines = ["| set | records | FAIL_TO_PASS equal | PASS_TO_PASS equal | refused |"
+             + (" F2P equal as SWE-bench reads | P2P equal as SWE-bench reads |" if read else ""),
+             "|---|---|---|---|---|" + ("---|---|" if read else "")]
     for name, s in result["sets"].items():
-        lines.append(f"| {name} | {s['records']} | {s['f2p_equal']} ({100 * s['f2p_equal'] / max(s['records'], 1):.0f}%)"
-                     f" | {s['p2p_equal']} ({100 * s['p2p_equal'] / max(s['records'], 1):.0f}%) | {s['refused']} |")
+        lines.append(f"| {name} | {s['records']} | {share(s['f2p_equal'], s['records'])} | "
+                     f"{share(s['p2p_equal'], s['records'])} | {s['refused']} |"
+                     + (f" {share(s['f2p_equal_as_swebench_reads'], s['records'])} | "
+                        f"{share(s['p2p_equal_as_swebench_reads'], s['records'])} |" if read else ""))
     lines += ["", f"command: `{meta.get('command', '')}`; harness commit {meta.get('commit', '?')}; "
               f"{meta.get('wall_minutes', '?')} min", "", "| instance | set | F2P | P2P | differences |",
               "|---|---|---|---|---|"]
@@ -127,10 +265,12 @@ def render(result: dict, meta: dict) -> str:
         parts = []
         if e.get("status") == "refused":
             parts.append(f"refused: {e.get('reason')}")
+        marks = e.get("mechanical") or {}
         for key in ("f2p_only_swebench", "f2p_only_here", "p2p_only_swebench", "p2p_only_here"):
             items = e.get(key) or {}
             if items:
-                shown = [f"{t} ({items[t]})" if isinstance(items, dict) else t for t in list(items)[:4]]
+                shown = [f"{t} ({', '.join(x for x in (items[t] if isinstance(items, dict) else '', marks.get(t, '')) if x)})"
+                         if isinstance(items, dict) or t in marks else t for t in list(items)[:4]]
                 parts.append(f"{key} {len(items)}: " + "; ".join(shown) + (" …" if len(items) > 4 else ""))
         text = " / ".join(parts).replace("|", "\\|")
         lines.append(f"| {iid} | {e['set']} | {'=' if e['f2p_equal'] else '≠'} | {'=' if e['p2p_equal'] else '≠'} "
@@ -153,6 +293,11 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--xfail", choices=("pass", "leave-out"), default="leave-out",
                      help="harness instances derive --xfail (default leave-out: SWE-bench's lists hold only tests "
                           "that PASSED)")
+    from_runs = sub.add_parser("from-runs")
+    from_runs.add_argument("--validation", type=Path, nargs="+", required=True,
+                           help="finished scripts/validate_whole_set.py directories (gold-N and empty runs)")
+    from_runs.add_argument("--output-dir", type=Path, required=True)
+    from_runs.add_argument("--xfail", choices=("pass", "leave-out"), default="leave-out")
     again = sub.add_parser("compare")
     again.add_argument("root", type=Path)
     args = parser.parse_args(argv)
@@ -160,6 +305,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "compare":
         root = args.root.resolve()
         meta = json.loads((root / "meta.json").read_text()) if (root / "meta.json").exists() else {}
+    elif args.command == "from-runs":
+        root = args.output_dir.resolve()
+        root.mkdir(parents=True, exist_ok=True)
+        meta = decide_from_validations([v.resolve() for v in args.validation], root, args.xfail)
+        (root / "meta.json").write_text(json.dumps(meta, indent=1))
     else:
         from harness.results.manifest import harness_commit
         root = args.output_dir.resolve()
@@ -183,6 +333,8 @@ def main(argv: list[str] | None = None) -> int:
                 "records": len(stripped), "set_records": len(chosen)}
         (root / "meta.json").write_text(json.dumps(meta, indent=1))
     result = compare(root)
+    if meta.get("validations"):
+        classify_mechanically(result, [Path(v) for v in meta["validations"]])
     (root / "comparison.json").write_text(json.dumps(result, indent=1))
     text = render(result, meta)
     (root / "comparison.md").write_text(text)

@@ -23,7 +23,7 @@ from pathlib import Path
 from harness.evaluation.setup import test_files_of
 from harness.grading.conventions import IdKind, get_convention
 from harness.grading.parsers import ResultsTooLarge, RunArtefacts, get_parser
-from harness.grading.reporter_parsers import junit_collection_errors
+from harness.grading.reporter_parsers import junit_collection_errors, sympy_xpassed
 from harness.grading.status import ErrorReason, InstanceStatus, TestStatus
 from harness.inputs.instances import parse_instance
 from harness.patches import patch_files
@@ -63,7 +63,7 @@ def run_outcomes(instance_dir: Path, *, without_fix: bool) -> RunOutcomes:
                 if isinstance(c, dict)}
     statuses: dict[str, TestStatus] = {}
     conflicts: set[str] = set()
-    xpassed_natives = _xpassed(output)
+    xpassed_natives = _xpassed(output) | (sympy_xpassed(output) if result.parser == "sympy" else set())
     xpassed: set[str] = set()
     for native, status in parsed.statuses.items():
         if native in canaries or native.split("[", 1)[0] in canaries:

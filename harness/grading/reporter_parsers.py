@@ -138,6 +138,24 @@ def parse_sympy_text(output: str) -> ParsedResults:
     return result
 
 
+def sympy_xpassed(output: str) -> set[str]:
+    """Native ids (``file::name``) bin/test printed ``X``: an ``@XFAIL`` test that passed
+    (PASSED to grading, as the results file records it; SWE-bench's sympy log parser keeps
+    no status for it, so its lists never hold one)."""
+    found: set[str] = set()
+    current = None
+    for line in _lines(output):
+        line = line.rstrip()
+        header = _SYMPY_FILE.match(line)
+        if header:
+            current = header.group(1)
+            continue
+        match = _SYMPY_TEST.match(line)
+        if match and current and match.group(2) == "X":
+            found.add(f"{current}::{match.group(1)}")
+    return found
+
+
 _UNITTEST_LINE = re.compile(r"^(.*\S) \.\.\. (ok|FAIL|ERROR|skipped\b.*|expected failure|unexpected success)$")
 _UNITTEST_STATUS = {"ok": TestStatus.PASSED, "FAIL": TestStatus.FAILED, "ERROR": TestStatus.ERROR,
                     "expected failure": TestStatus.XFAIL, "unexpected success": TestStatus.FAILED}

@@ -319,14 +319,15 @@ JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="py
 </testsuite></testsuites>"""
 
 
-def _evaluated(tmp_path: Path, status: str, reason: str | None, junit: str | None) -> Path:
+def _evaluated(tmp_path: Path, status: str, reason: str | None, junit: str | None, runner: str = "pytest") -> Path:
     from harness.grading.status import ErrorReason, InstanceStatus
     from harness.results.report import CommandRecord, InstanceResult
     directory = tmp_path / "o__n-1"
     directory.mkdir()
     result = InstanceResult(instance_id="o__n-1", repo="o/n", model_name_or_path="gold",
                             status=InstanceStatus(status), error_reason=ErrorReason(reason) if reason else None,
-                            parser="pytest-junit", id_convention="pytest", runner="pytest",
+                            parser="pytest-junit" if runner == "pytest" else runner, id_convention=runner,
+                            runner=runner,
                             integrity_details={"canaries": [{"test_id": "tests/test_a.py::test_canary_clone"}]},
                             commands=[CommandRecord("tests", ["pytest"], 1, 1.0)])
     (directory / "report.json").write_text(json.dumps(result.to_report()))
@@ -338,6 +339,23 @@ def _evaluated(tmp_path: Path, status: str, reason: str | None, junit: str | Non
     if junit is not None:
         (directory / "results.xml").write_text(junit)
     return directory
+
+
+def test_sympys_xpass_lines_mark_their_tests_as_swebench_keeps_no_status_for_them(tmp_path):
+    """bin/test prints ``X`` for an @XFAIL test that passed; the results file says passed (as
+    grading counts it), and with ``--xfail leave-out`` the derivation must leave it out."""
+    from harness.evaluation.outcomes import run_outcomes
+    junit = ('<testsuites><testsuite name="sympy">'
+             '<testcase classname="tests.test_a" name="test_xpassing" file="tests/test_a.py"/>'
+             '<testcase classname="tests.test_a" name="test_plain" file="tests/test_a.py"/></testsuite></testsuites>')
+    directory = _evaluated(tmp_path, "NO", None, junit, runner="sympy")
+    (directory / "test_output.txt").write_text("tests/test_a.py[2] \ntest_xpassing X\n"
+                                               "test_plain ok                                  [OK]\n")
+    got = run_outcomes(directory, without_fix=False)
+    assert got.statuses == {"test_xpassing": P, "test_plain": P}
+    assert got.xpassed == ("test_xpassing",)
+    assert decide("i", [RunOutcomes({"test_xpassing": F, "test_plain": P}, xpassed=got.xpassed)], [got],
+                  xfail="leave-out").pass_to_pass == ["test_plain"]
 
 
 def test_every_tests_outcome_is_read_back_in_the_datasets_spelling_without_canaries(tmp_path):
