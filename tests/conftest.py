@@ -3,8 +3,10 @@ answers they fail with the reason, they do not skip."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -72,9 +74,26 @@ def harness_run(tmp_path, cache_dir, engine) -> HarnessRun:
     return HarnessRun(tmp_path / "runs", cache_dir)
 
 
+#: when this test session began: a container or volume made before it is no test's of this
+#: session (an earlier session killed mid-test leaves its run's containers on the machine's
+#: engine, with the same run ids; CI runs on the same machine, and its engine keeps them)
+SESSION_STARTED = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=5)
+
+
+def _created(obj) -> dt.datetime | None:
+    text = obj.attrs.get("Created") or obj.attrs.get("CreatedAt") or ""
+    # the engine writes nanoseconds and "Z"; fromisoformat of 3.11 takes microseconds at most
+    text = re.sub(r"(\.\d{6})\d+", r"\1", text.replace("Z", "+00:00"))
+    try:
+        return dt.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+
+
 def leftover_containers(client, *run_ids: str) -> list:
-    """Containers and volumes the harness created that still exist — for the given run
-    ids only (other tests, or other test sessions, may be running), or all of them."""
+    """Containers and volumes the harness created in this test session that still exist — for
+    the given run ids only (other tests, or other test sessions, may be running), or all of
+    them. One whose creation time cannot be read counts."""
     from harness.engine.sandbox import LABEL_OWNER, LABEL_RUN
     filters = [f"{LABEL_RUN}={r}" for r in run_ids] or [f"{LABEL_OWNER}=harness"]
     found = []
@@ -82,7 +101,7 @@ def leftover_containers(client, *run_ids: str) -> list:
         # ignore_removed: a container the run removes between listing and inspection is gone
         found += client.containers.list(all=True, filters={"label": label}, ignore_removed=True)
         found += client.volumes.list(filters={"label": label})
-    return found
+    return [obj for obj in found if (_created(obj) or SESSION_STARTED) >= SESSION_STARTED]
 
 
 @pytest.fixture

@@ -84,17 +84,33 @@ def left_sandboxes(client: docker.DockerClient, now: float, *, only_label: str |
 
 
 def remove_sandboxes(client: docker.DockerClient, sandboxes: list[LeftSandbox]) -> list[tuple[LeftSandbox, str]]:
-    """Remove each (with its anonymous volumes); returns the ones the engine refused, with why.
+    """Remove each, with its volumes (those the harness made); returns the ones the engine refused, with why.
     A sandbox gone already counts as removed; one that started again since is left alone."""
     refused = []
     for sandbox in sandboxes:
         try:
-            if client.api.inspect_container(sandbox.container_id).get("State", {}).get("Running"):
+            info = client.api.inspect_container(sandbox.container_id)
+            if info.get("State", {}).get("Running"):
                 refused.append((sandbox, "running again"))
                 continue
+            volumes = [m["Name"] for m in info.get("Mounts") or [] if m.get("Type") == "volume" and m.get("Name")]
             client.api.remove_container(sandbox.container_id, v=True, force=False)
         except NotFound:
             continue
         except APIError as exc:
             refused.append((sandbox, str(exc.explanation or exc)))
+            continue
+        for name in volumes:
+            _remove_owned_volume(client, name)
     return refused
+
+
+def _remove_owned_volume(client: docker.DockerClient, name: str) -> None:
+    """A sandbox's own volumes are named, so removing the container with ``v`` leaves them:
+    remove each that carries the harness's owner label (never another's), quietly (one in
+    use elsewhere, or gone, stays as it is)."""
+    try:
+        if (client.api.inspect_volume(name).get("Labels") or {}).get(LABEL_OWNER) == "harness":
+            client.api.remove_volume(name)
+    except (NotFound, APIError):
+        pass

@@ -243,8 +243,14 @@ def test_sandboxes_a_killed_run_left_go_first_and_free_their_images(engine, fami
     container without a run id stay, and so do their images."""
     from harness.imagecache import sandboxes
     owner = {"org.harness.owner": "harness", SCOPE: family.token}
+    # a sandbox's writable places are named volumes with the harness's labels; a volume not
+    # the harness's, mounted too, is not the prune's to remove
+    ours = engine.volumes.create(name=f"prunetest-{family.token}-ours", labels=owner)
+    theirs = engine.volumes.create(name=f"prunetest-{family.token}-theirs", labels={SCOPE: family.token})
     left = engine.containers.create(family.tags["inst-new"], command=["true"],
-                                    labels={**owner, "org.harness.run-id": "killed-run"})
+                                    labels={**owner, "org.harness.run-id": "killed-run"},
+                                    volumes={ours.name: {"bind": "/ours", "mode": "rw"},
+                                             theirs.name: {"bind": "/theirs", "mode": "rw"}})
     other = engine.containers.create(family.tags["env"], command=["true"], labels=owner)  # no run id
     time.sleep(8)
     fresh = engine.containers.create(family.tags["inst-old"], command=["true"],
@@ -266,6 +272,9 @@ def test_sandboxes_a_killed_run_left_go_first_and_free_their_images(engine, fami
         assert [(s["name"], s["removed"]) for s in done["sandboxes"]] == [(left.name, True)]
         with pytest.raises(NotFound):
             engine.containers.get(left.id)
+        with pytest.raises(NotFound):
+            engine.volumes.get(ours.name)
+        assert engine.volumes.get(theirs.name)
         assert _removed(done) == {family.ids["inst-new"], family.ids["inst-stale"]}
         assert _verdict(done, family, "inst-old")["reason"] == f"used by container {fresh.name}"
         assert engine.containers.get(other.id) and engine.containers.get(fresh.id)
@@ -274,6 +283,11 @@ def test_sandboxes_a_killed_run_left_go_first_and_free_their_images(engine, fami
         for container in (left, other, fresh):
             try:
                 container.remove(force=True)
+            except NotFound:
+                pass
+        for volume in (ours, theirs):
+            try:
+                volume.remove(force=True)
             except NotFound:
                 pass
 
