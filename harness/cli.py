@@ -413,8 +413,10 @@ def cmd_view(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise InputError(f"cannot listen on 127.0.0.1:{args.port}: {exc}", field="--port") from exc
     host, port = server.server_address[:2]
-    print(f"serving {run_dir} at http://{host}:{port}/{PAGE} (Ctrl-C to stop)", flush=True)
     try:
+        # inside: a stop that arrives while the line is still being written (the reader
+        # has it and signals at once) ends serving like one that arrives later
+        print(f"serving {run_dir} at http://{host}:{port}/{PAGE} (Ctrl-C to stop)", flush=True)
         server.serve_forever()
     except KeyboardInterrupt:
         pass
