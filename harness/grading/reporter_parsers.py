@@ -118,11 +118,9 @@ _SYMPY_STATUS = {"ok": TestStatus.PASSED, "F": TestStatus.FAILED, "E": TestStatu
                  "X": TestStatus.PASSED}
 
 
-def parse_sympy_text(output: str) -> ParsedResults:
-    """``bin/test --verbose`` lines, as native ids (``file::name``) under their file header."""
-    result = ParsedResults(source="text")
+def _sympy_lines(output: str):
+    """``(native id, outcome letter)`` of each test line bin/test printed under a file header."""
     current = None
-    conflicts: set[str] = set()
     for line in _lines(output):
         line = line.rstrip()
         header = _SYMPY_FILE.match(line)
@@ -131,9 +129,17 @@ def parse_sympy_text(output: str) -> ParsedResults:
             continue
         match = _SYMPY_TEST.match(line)
         if match and current:
-            if len(result.statuses) >= MAX_SUMMARY_LINES:
-                raise ResultsTooLarge(f"the printed output names over {MAX_SUMMARY_LINES} tests")
-            _record(result, f"{current}::{match.group(1)}", _SYMPY_STATUS[match.group(2)], conflicts)
+            yield f"{current}::{match.group(1)}", match.group(2)
+
+
+def parse_sympy_text(output: str) -> ParsedResults:
+    """``bin/test --verbose`` lines, as native ids (``file::name``) under their file header."""
+    result = ParsedResults(source="text")
+    conflicts: set[str] = set()
+    for native, letter in _sympy_lines(output):
+        if len(result.statuses) >= MAX_SUMMARY_LINES:
+            raise ResultsTooLarge(f"the printed output names over {MAX_SUMMARY_LINES} tests")
+        _record(result, native, _SYMPY_STATUS[letter], conflicts)
     result.conflicts = sorted(conflicts)
     return result
 
@@ -142,18 +148,7 @@ def sympy_xpassed(output: str) -> set[str]:
     """Native ids (``file::name``) bin/test printed ``X``: an ``@XFAIL`` test that passed
     (PASSED to grading, as the results file records it; SWE-bench's sympy log parser keeps
     no status for it, so its lists never hold one)."""
-    found: set[str] = set()
-    current = None
-    for line in _lines(output):
-        line = line.rstrip()
-        header = _SYMPY_FILE.match(line)
-        if header:
-            current = header.group(1)
-            continue
-        match = _SYMPY_TEST.match(line)
-        if match and current and match.group(2) == "X":
-            found.add(f"{current}::{match.group(1)}")
-    return found
+    return {native for native, letter in _sympy_lines(output) if letter == "X"}
 
 
 _UNITTEST_LINE = re.compile(r"^(.*\S) \.\.\. (ok|FAIL|ERROR|skipped\b.*|expected failure|unexpected success)$")
