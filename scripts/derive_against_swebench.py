@@ -306,6 +306,9 @@ def main(argv: list[str] | None = None) -> int:
         root = args.root.resolve()
         meta = json.loads((root / "meta.json").read_text()) if (root / "meta.json").exists() else {}
     elif args.command == "from-runs":
+        for validation in args.validation:
+            if not (validation / "whole-set.json").is_file():
+                parser.error(f"--validation {validation}: not a finished whole-set validation (no whole-set.json)")
         root = args.output_dir.resolve()
         root.mkdir(parents=True, exist_ok=True)
         meta = decide_from_validations([v.resolve() for v in args.validation], root, args.xfail)

@@ -35,3 +35,11 @@ def test_the_last_test_of_each_file_and_an_xpass_are_unread_and_nothing_else(scr
 
 def test_without_the_canary_known_the_canary_is_the_last(script):
     assert script._unread_by_swebench(OUTPUT, canaries=set()) == {"test_last", "test_xpassing", "test_canary_clone"}
+
+
+def test_a_directory_that_is_no_finished_validation_is_refused_in_one_line(script, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        script.main(["from-runs", "--validation", str(tmp_path), "--output-dir", str(tmp_path / "out")])
+    assert exit_.value.code == 2
+    assert "not a finished whole-set validation" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
