@@ -207,6 +207,32 @@ def genuine(code):
 #: while it is imported; ``l``: any other)
 LIBRARY_KINDS = ("l", "m")
 
+#: standard-library files in which every ``sys._getframe`` call, in every Python from 3.6 to
+#: 3.13, reads the calling module's name and nothing else (``sys._getframe(n).f_globals
+#: .get('__name__', ...)`` or ``...f_globals['__name__']``): typing's TypeVar, NamedTuple,
+#: TypedDict and ``_caller``, ``collections.namedtuple``, enum's functional API. The frame
+#: never leaves the function, so such a call is the library's own work, not a proxy that
+#: hands a frame to its caller (tests/unit/test_monitor_name_reads.py checks the premise on
+#: every interpreter the host holds). Reference patches define TypeVars and named tuples
+#: at module level; charged to them, each was a ``monitor_sys__getframe`` flag on an honest
+#: run (19 Verified reference runs at 8376c12) and, unfiltered, most of the events a run sent.
+NAME_READERS = ("typing.py", "collections/__init__.py", "enum.py")
+#: the Pythons whose NAME_READERS were read (a later one may use a frame otherwise)
+NAME_READERS_CHECKED = ((3, 6), (3, 13))
+_STDLIB = os.path.dirname(os.path.abspath(os.__file__)) + "/"
+
+
+def reads_a_name_only(code):
+    """True when ``code``, the frame that called ``sys._getframe``, is genuine code of one of
+    this interpreter's :data:`NAME_READERS` (on a Python they were checked for)."""
+    low, high = NAME_READERS_CHECKED
+    if not low <= sys.version_info[:2] <= high:
+        return False
+    filename = code.co_filename
+    if not filename.startswith(_STDLIB) or filename[len(_STDLIB):] not in NAME_READERS:
+        return False
+    return kind(code) in LIBRARY_KINDS
+
 
 def blamed(kinds):
     """Which of an event's frames the event is charged to, as an index into ``kinds`` (the

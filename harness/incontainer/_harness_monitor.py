@@ -34,7 +34,7 @@ import os
 import sys
 
 from _harness_genuine import (CodeType, blamed, by_import_machinery, claim, import_exec, kind, library_own_already,
-                              snapshot)
+                              reads_a_name_only, snapshot)
 
 _STATE = {"sock": None, "inode": None, "path": None, "pid": None, "lock": None, "seen": set(), "counts": {}, "cap": 400,
           "testbed": "/testbed/", "results": None, "busy": set(), "started": False, "rebind_watch": {},
@@ -278,6 +278,9 @@ def _handle(event, args):
     elif event == "marshal.loads":
         if by_import_machinery(caller, "compile_bytecode"):
             return
+    elif event == "sys._getframe":
+        if reads_a_name_only(caller.f_code):
+            return  # typing/namedtuple/enum reading their caller's module name (_harness_genuine)
     _record(event, args, caller)
 
 
