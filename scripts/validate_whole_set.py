@@ -246,6 +246,9 @@ def merge(parts: list[Path], root: Path) -> None:
               "empty_resolved_ids": sorted(i for v in validities for i in v["empty_resolved_ids"]),
               "instances": dict(sorted(instances.items())), "merged_from": [str(p) for p in parts]}
     (root / "validity.json").write_text(json.dumps(merged, indent=1))
+    # the records validated, as one validation writes them (read by derive_against_swebench.py from-runs)
+    (root / "instances.jsonl").write_text("".join((part / "instances.jsonl").read_text() for part in parts
+                                                  if (part / "instances.jsonl").is_file()))
     metas = [json.loads((p / "whole-set.json").read_text()) for p in parts if (p / "whole-set.json").exists()]
     if metas:
         meta = dict(metas[-1])

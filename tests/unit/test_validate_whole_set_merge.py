@@ -31,6 +31,7 @@ def _part(root: Path, ids: dict[str, tuple[str, str]], commit: str = "c0ffee") -
                      "empty_status": empty, "empty_resolved": empty == "FULL", "valid": gold == "FULL", "reasons": []}
     (root / "validity.json").write_text(json.dumps({
         "repeats": 1, "instances": rows, "empty_resolved_ids": [i for i, (_, e) in ids.items() if e == "FULL"]}))
+    (root / "instances.jsonl").write_text("".join(json.dumps({"instance_id": i}) + "\n" for i in ids))
     (root / "whole-set.json").write_text(json.dumps({"command": f"part {root.name}", "wall_minutes": 1.0,
                                                      "versions": {i: "1.0" for i in ids}}))
     return root
@@ -49,6 +50,8 @@ def test_parts_become_one_validation_of_links(tmp_path, script):
     assert json.loads((merged / "empty" / "o__r-1" / "report.json").read_text())["status"] == "NO"
     assert script._commit_of(merged / "gold-1") == "c0ffee"
     assert json.loads((merged / "whole-set.json").read_text())["command"] == "part a ; part b"
+    records = [json.loads(line)["instance_id"] for line in (merged / "instances.jsonl").read_text().splitlines()]
+    assert records == ["o__r-1", "o__r-2", "o__r-3"]   # what each part validated, for from-runs
 
 
 def test_an_instance_in_two_parts_is_refused(tmp_path, script):
