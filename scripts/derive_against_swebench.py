@@ -130,7 +130,6 @@ def decide_from_validations(validations: list[Path], root: Path, xfail: str) -> 
     sys.path.insert(0, str(ROOT))
     from harness.atomic import write_json_atomic, write_text_atomic
     from harness.evaluation.outcomes import run_outcomes
-    from harness.paths import RunPaths
     from harness.results.derivation import decide, render_markdown
     expected: list[dict] = []
     runs: dict[str, dict[str, list[Path]]] = {}
@@ -145,8 +144,8 @@ def decide_from_validations(validations: list[Path], root: Path, xfail: str) -> 
             record = {**json.loads(line), "_set": name}
             expected.append(record)
             sides = runs.setdefault(record["instance_id"], {"with": [], "without": [], "record": record})
-            sides["with"] += [RunPaths(d).instance_dir(record["instance_id"]) for d in with_fix]
-            sides["without"] += [RunPaths(d).instance_dir(record["instance_id"]) for d in without]
+            sides["with"] += [_instance_dir(d, record["instance_id"]) for d in with_fix]
+            sides["without"] += [_instance_dir(d, record["instance_id"]) for d in without]
     write_text_atomic(root / "expected.jsonl", "".join(json.dumps(r) + "\n" for r in expected))
     records, rows = [], []
     for iid, sides in runs.items():
@@ -171,6 +170,14 @@ def decide_from_validations(validations: list[Path], root: Path, xfail: str) -> 
                        + " ".join(str(v) for v in validations), "commit": ", ".join(c[:12] for c in commits),
             "wall_minutes": "the validations'", "records": len(runs), "set_records": len(expected),
             "validations": [str(v) for v in validations]}
+
+
+def _instance_dir(run: Path, instance_id: str) -> Path:
+    """An instance's directory in ``run``: in a merged validation (``validate_whole_set.py
+    --merge``) a link into the part's run, read where it points."""
+    sys.path.insert(0, str(ROOT))
+    from harness.paths import RunPaths
+    return RunPaths((run / instance_id).resolve().parent).instance_dir(instance_id)
 
 
 #: bin/test's output: a file's header, and a test's line (the file's last test has the
