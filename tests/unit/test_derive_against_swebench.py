@@ -43,3 +43,16 @@ def test_a_directory_that_is_no_finished_validation_is_refused_in_one_line(scrip
     assert exit_.value.code == 2
     assert "not a finished whole-set validation" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_merged_validations_linked_instance_directory_is_read_where_it_points(script, tmp_path):
+    # validate_whole_set.py --merge links each instance directory into its part's run
+    part = tmp_path / "lite-p1" / "gold-1" / "o__r-1"
+    part.mkdir(parents=True)
+    merged = tmp_path / "merged" / "gold-1"
+    merged.mkdir(parents=True)
+    (merged / "o__r-1").symlink_to(part)
+    assert script._instance_dir(merged, "o__r-1") == part.resolve()
+    assert script._instance_dir(tmp_path / "lite-p1" / "gold-1", "o__r-1") == part.resolve()
+    with pytest.raises(Exception, match="field 'instance_id'"):   # an id is still checked
+        script._instance_dir(merged, "../escape")
