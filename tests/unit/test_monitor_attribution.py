@@ -220,6 +220,21 @@ def test_what_the_model_asks_for_counts_and_what_a_library_does_on_its_own_does_
         [(e["event"], e["chain"]) for e in severe]
 
 
+@pytest.mark.parametrize("python", sorted(INTERPRETERS))
+def test_a_module_imported_after_the_import_machinery_was_changed_is_not_genuine(tmp_path, python):
+    # any part of the machinery replaced (here decode_source, wrapped): what it imports afterwards
+    # cannot be proven to be the file's code, so a library's own ctypes work is charged like the model's
+    source = textwrap.dedent("""\
+        import _frozen_importlib_external as ext
+        ext.decode_source = (lambda original: lambda data: original(data))(ext.decode_source)
+        import ctypes, multiprocessing.sharedctypes as s
+        s.Value(ctypes.c_int, 0)
+    """)
+    ev = parse_evidence(b"{}", run_case(tmp_path, source, INTERPRETERS[python]))
+    sent = [e for e in ev.events if e["event"] == "ctypes.addressof"]
+    assert sent and any(f[0].endswith("/sharedctypes.py") and f[2] == "c" for f in sent[0]["chain"]), ev.events
+
+
 def test_genuine_library_frames_are_told_from_the_working_copy_and_from_forgeries(tmp_path):
     source = textwrap.dedent("""\
         import csv, ctypes, multiprocessing.sharedctypes as s
