@@ -61,7 +61,10 @@ def _expected_verdict(instance_id: str) -> tuple:
 
 
 def _harness_containers(client) -> list:
-    return client.containers.list(all=True, filters={"label": f"{LABEL_OWNER}=harness"})
+    """The ids of the harness's containers on an engine. One list call: ``containers.list``
+    inspects each container after listing it, and one the run removes in between raised
+    NotFound (a race of the check, not of the harness)."""
+    return [c["Id"] for c in client.api.containers(all=True, filters={"label": f"{LABEL_OWNER}=harness"})]
 
 
 # ---------------------------------------------------------------------------- fixtures
