@@ -26,14 +26,15 @@ from __future__ import annotations
 import argparse
 import json
 import resource
-import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import _common as C  # noqa: E402
 from tests.bootstrap_host import bootstrapped  # noqa: E402
 
 ENV = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "PYTHONHASHSEED": "0"}
@@ -55,10 +56,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path)
     parser.add_argument("command", nargs=argparse.REMAINDER, help="after --: the interpreter's arguments")
     args = parser.parse_args(argv)
+    if not args.tree.is_dir():
+        parser.error(f"--tree {args.tree}: not a directory")
+    if not Path(args.python).is_file():
+        parser.error(f"--python {args.python}: no such interpreter")
+    if args.rounds < 1:
+        parser.error(f"--rounds {args.rounds}: at least 1")
+    missing = [str(c) for c in args.checkout if not (c / "harness" / "incontainer" / "_harness_boot.py").is_file()]
+    if missing:
+        parser.error(f"--checkout {', '.join(missing)}: no harness/incontainer/_harness_boot.py")
     command = [args.python, *[a for a in args.command if a != "--"]]
     sides: dict[str, Path | None] = {"bare": None}
     for checkout in args.checkout:
-        sides[f"{checkout.name}@{_head(checkout)}"] = checkout / "harness" / "incontainer"
+        head = C._run_text(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"]) or "?"
+        sides[f"{checkout.name}@{head}"] = checkout / "harness" / "incontainer"
     cpu: dict[str, list[float]] = {name: [] for name in sides}
     records: dict[str, list[int]] = {name: [] for name in sides}
     names = list(sides)
@@ -80,12 +91,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         args.out.write_text(text + "\n")
     return 0
-
-
-def _head(checkout: Path) -> str:
-    git = shutil.which("git") or "git"
-    out = subprocess.run([git, "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    return out.stdout.strip() or "?"
 
 
 if __name__ == "__main__":

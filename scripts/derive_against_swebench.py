@@ -175,7 +175,6 @@ def decide_from_validations(validations: list[Path], root: Path, xfail: str) -> 
 def _instance_dir(run: Path, instance_id: str) -> Path:
     """An instance's directory in ``run``: in a merged validation (``validate_whole_set.py
     --merge``) a link into the part's run, read where it points."""
-    sys.path.insert(0, str(ROOT))
     from harness.paths import RunPaths
     return RunPaths((run / instance_id).resolve().parent).instance_dir(instance_id)
 
