@@ -5,6 +5,7 @@ deadlines of an ordinary exec. Real containers."""
 from __future__ import annotations
 
 import secrets
+import time
 
 import pytest
 
@@ -41,6 +42,19 @@ def image(engine, cache_dir) -> str:
     preparer = Preparer(engine, SpecRegistry.load(DEFAULT_SPECS_DIR),
                         RepoResolver(cache_dir, overrides=built, allow_clone=False), cache_dir)
     return preparer.prepare(instance).image.tag
+
+
+def stops(box, within: float = 10.0) -> bool:
+    """The container stops within ``within`` seconds. The engine's kill call can return
+    before the container's state reads as stopped (moby waits only briefly for the exit),
+    and under a full suite's load that gap has been seen; what these tests assert is
+    that the container is killed, not how soon the engine says so."""
+    deadline = time.monotonic() + within
+    while box.alive():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 @pytest.fixture
@@ -89,7 +103,7 @@ def test_a_message_past_its_limit_a_non_message_or_a_deadline_kills_the_containe
     assert not message.ok
     assert {"truncated": message.truncated, "malformed": bool(message.malformed),
             "timed_out": message.timed_out}[expect]
-    assert not box.alive()                # killed, as an ordinary exec past its limits
+    assert stops(box)                     # killed, as an ordinary exec past its limits
 
 
 def test_the_end_of_the_exec_before_a_message_is_an_end_not_a_kill(box):
@@ -110,7 +124,7 @@ def test_output_past_its_limit_after_the_messages_is_cut_and_the_container_kille
         session.close()
     assert res.truncated and res.killed and res.exit_code is None
     assert len(res.output) == 100_000
-    assert not box.alive()
+    assert stops(box)
 
 
 def test_a_message_that_does_not_come_need_not_kill_the_container(box):
