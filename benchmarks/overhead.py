@@ -102,6 +102,7 @@ def _recording_evaluators(runner_module):
     as the runner would run it without the harness around it (no bootstrap, no plugin), and
     ``monitored_call``, the launcher's test step alone, with the bootstrap, the monitor and
     the plugin, as the launcher runs it."""
+    from harness import incontainer
     from harness.engine.sandbox import ROOT
     from harness.evaluation.setup import build_test_command
     from harness.integrity import steps
@@ -125,7 +126,8 @@ def _recording_evaluators(runner_module):
             launch = super()._launch_plan(*args, **kwargs)
             self.monitored_call = {"argv": steps.tests_only_argv(
                 {"tests": launch["tests"], "testbed": steps.TESTBED, "out_dir": "/tmp/.bench-out",
-                 "user": launch["user"]}), "user": ROOT, "workdir": steps.TESTBED}
+                 "user": launch["user"], "bytecode": incontainer.BYTECODE_DIR}), "user": ROOT,
+                "workdir": steps.TESTBED}
             return launch
     runner_module.Evaluator = Recording
     return made, lambda: setattr(runner_module, "Evaluator", base)

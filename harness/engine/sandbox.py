@@ -58,6 +58,8 @@ LABEL_NODE = "org.harness.node"
 #: restore/seal files owned by others (CHOWN, DAC_OVERRIDE, FOWNER), start commands as the test and
 #: service users with nothing left (SETUID, SETGID, SETPCAP), stop the test user's processes (KILL).
 SETUP_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "SETPCAP", "KILL")
+#: seconds :meth:`DockerSandbox.kill` waits for the engine to report the container stopped
+KILL_CONFIRM_SECONDS = 30
 #: Added when a spec's service configures the (network-less) network namespace.
 PRIVILEGED_SETUP_CAPS = ("NET_ADMIN",)
 #: Users commands run as: the container's root (set-up only) and the service user (bases.yaml).
@@ -364,10 +366,31 @@ class DockerSandbox:
         return exec_id, started
 
     def kill(self) -> None:
-        try:
-            self.container.kill()
-        except (NotFound, APIError):
-            pass
+        """Kill the container and return only once the engine reports it stopped.
+
+        The engine's kill can return while the container's state still reads "running"
+        (moby waits only briefly for the exit): whatever follows a kill (reading what the
+        tests left, deciding a verdict, removing the container) must not race the
+        container's last processes. SIGKILL is sent again every second; a container still
+        running after :data:`KILL_CONFIRM_SECONDS` is an InfrastructureError."""
+        deadline = time.monotonic() + KILL_CONFIRM_SECONDS
+        while True:
+            try:
+                self.container.kill()
+            except NotFound:
+                return
+            except APIError:
+                pass   # already stopped, or the engine refused: its state below decides
+            resend = min(time.monotonic() + 1.0, deadline)
+            while time.monotonic() < resend:
+                if not self.alive():
+                    return
+                time.sleep(0.05)
+            if not self.alive():
+                return
+            if time.monotonic() >= deadline:
+                raise InfrastructureError(f"container {self.id[:12]} still runs {KILL_CONFIRM_SECONDS} s "
+                                          f"after it was killed")
 
     def put_files(self, directory: str, files: dict[str, "bytes | FileEntry"], mode: int = 0o644,
                   owner: int = 1000) -> None:

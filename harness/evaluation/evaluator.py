@@ -204,7 +204,8 @@ class Evaluator:
                                      sections, sandbox.early_marker)
         # one exec from the inputs to the end of the tests (harness.engine.exec_session): the
         # inputs are its first message, the set-up step's report its first answer
-        argv = steps.session_argv(layout, self.config.setup_timeout * 4, self.config.tree_report_limit)
+        argv = steps.session_argv(layout, self.config.setup_timeout * 4, self.config.tree_report_limit,
+                                  self.env.get("PATH"))
         session = sandbox.session(argv, user=ROOT, cap=self.config.test_output_limit + HEADER_LIMIT,
                                   message_cap=max(self.config.tree_report_limit, self._out_limit) + (2 << 20))
         try:

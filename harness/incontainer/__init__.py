@@ -16,6 +16,8 @@ can neither change nor shadow them (``/harness`` is a root-owned tmpfs)::
                                        file, collecting socket (root)
         step_channel.py                the launcher's end of a step session: messages to and from
                                        the host (imported by launcher.py)
+        bytecode_cache.py              root's bytecode of the bootstrap's modules (run by launcher.py,
+                                       as root, with the test command's interpreter)
     /harness/trusted/py/               PY_DIR        root, 0755; never on anyone's sys.path
         _harness_boot.py               bootstrap: run by the site hook in every test process
         _harness_genuine.py            which code of the process is genuine installed code
@@ -27,6 +29,8 @@ can neither change nor shadow them (``/harness`` is a root-owned tmpfs)::
         junit_reporter.py              runs unittest/sympy/django in-process, writes JUnit XML
                                        (the runners' result reporter)
         (the top-level scripts)        also here: every file goes to PY_DIR
+    /harness/bytecode/                 BYTECODE_DIR  root, 0755: ``<module>.<magic>.bin``, made while the
+                                       set-up step runs (bytecode_cache.py)
     /harness/activation.json           ACTIVATION    root, 0644, only while the tests run
 
 **The site hook** (:func:`site_hook`) is the one permanent piece: a ``.pth`` file baked into
@@ -66,7 +70,11 @@ ACTIVATION = "/harness/activation.json"
 FILE_MODE = 0o444
 DIR_MODE = 0o755
 #: The scripts the launcher and the set-up step run, also installed at the top of TRUSTED_DIR.
-SCRIPTS = ("prepare.py", "launcher.py", "sealing.py", "processes.py", "evidence_channel.py", "step_channel.py")
+SCRIPTS = ("prepare.py", "launcher.py", "sealing.py", "processes.py", "evidence_channel.py", "step_channel.py",
+           "bytecode_cache.py")
+#: Root's bytecode of the bootstrap's modules, made by the launcher once per sandbox with the
+#: test command's interpreter (``bytecode_cache.py``; the activation file names it).
+BYTECODE_DIR = "/harness/bytecode"
 #: The hook's file name: sorts before every other ``.pth`` file of a site-packages directory
 #: (digits before ``_`` and letters), so it runs before any ``.pth`` an install added.
 SITE_HOOK_NAME = "00-harness-bootstrap.pth"

@@ -13,7 +13,8 @@ was started and whatever environment its parent passed. It does nothing unless
 
 then it loads the harness's modules (``_harness_genuine``, ``_harness_monitor``,
 ``_harness_identity``, ``_harness_outcomes``) from the files beside it (never through ``sys.path``,
-so no repository module can shadow them, and never from bytecode), and
+so no repository module can shadow them; from root's bytecode of those very files when the
+launcher made it for this interpreter, ``bytecode_cache.py``, else compiled from source), and
 
 * starts the runtime tamper monitor (``_harness_monitor``: a PEP 578 audit hook) writing to
   the evidence socket the activation file names;
@@ -76,13 +77,17 @@ def parse_activation(text):
     return out
 
 
-def _load(name, directory):
-    """Compile and run the trusted module ``name`` from its file, as module ``name``."""
-    path = os.path.join(directory, name + ".py")
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+def _read_owned(path):
+    """(the bytes, the fstat) of ``path`` when it is a regular file of root's that nobody else
+    can write (never through a symlink), else None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
     try:
         if not _owned(fd):
-            raise ImportError(path + " is not the harness's")
+            return None
+        st = os.fstat(fd)
         chunks = []
         while True:
             chunk = os.read(fd, 1 << 20)
@@ -91,7 +96,59 @@ def _load(name, directory):
             chunks.append(chunk)
     finally:
         os.close(fd)
-    code = compile(b"".join(chunks), path, "exec", dont_inherit=True)
+    return b"".join(chunks), st
+
+
+def _bytecode_dir(options):
+    """The directory of root's bytecode the activation names, when it is root's and nobody
+    else can write it, and this process can use bytecode made without ``-O``; else None."""
+    directory = options.get("bytecode")
+    if not isinstance(directory, str) or not directory.startswith("/") or sys.flags.optimize:
+        return None
+    try:
+        st = os.lstat(directory)
+    except OSError:
+        return None
+    if (st.st_mode & 0o170000) != 0o040000 or st.st_uid != _OWNER or st.st_mode & 0o022:
+        return None
+    return directory
+
+
+def _cached(name, path, source_stat, cache):
+    """The code object of ``path`` from root's bytecode (bytecode_cache.py) when it was made
+    from this very file by an interpreter of this one's magic number; else None."""
+    magic = getattr(sys.modules.get("_frozen_importlib_external"), "MAGIC_NUMBER", None)
+    if cache is None or not magic:
+        return None
+    found = _read_owned(os.path.join(cache, "{}.{}.bin".format(name, magic.hex())))
+    if found is None:
+        return None
+    data = found[0]
+    head = magic + source_stat.st_size.to_bytes(8, "little") + source_stat.st_mtime_ns.to_bytes(8, "little")
+    if data[:len(head)] != head:
+        return None
+    import marshal
+    try:
+        code = marshal.loads(data[len(head):])
+    except Exception:
+        return None
+    if type(code) is not type(_cached.__code__) or code.co_filename != path:
+        return None
+    return code
+
+
+def _load(name, directory, cache=None):
+    """Run the trusted module ``name`` from its file, as module ``name``: from root's bytecode
+    of it in ``cache`` when there is one made from this very file, else compiled."""
+    path = os.path.join(directory, name + ".py")
+    found = _read_owned(path)
+    if found is None:
+        raise ImportError(path + " is not the harness's")
+    source, st = found
+    code = _cached(name, path, st, cache)
+    cached = code is not None
+    if code is None:
+        code = compile(source, path, "exec", dont_inherit=True)
     module = type(sys)(name)
     module.__file__ = path
     spec_type = getattr(sys.modules.get("_frozen_importlib"), "ModuleSpec", None)
@@ -103,7 +160,7 @@ def _load(name, directory):
     except BaseException:
         sys.modules.pop(name, None)
         raise
-    return {"name": name, "code": code, "module": module}
+    return {"name": name, "code": code, "module": module, "cached": cached}
 
 
 def _trusted_path():
@@ -140,14 +197,15 @@ def _boot():
         options = parse_activation(data.decode("utf-8"))
         if options is None or options.get("uid") != os.getuid():
             return
-        loaded.append(_load("_harness_genuine", directory))
-        loaded.append(_load("_harness_monitor", directory))
+        cache = _bytecode_dir(options)
+        loaded.append(_load("_harness_genuine", directory, cache))
+        loaded.append(_load("_harness_monitor", directory, cache))
         try:
-            loaded.append(_load("_harness_identity", directory))
+            loaded.append(_load("_harness_identity", directory, cache))
         except Exception:
             pass  # the boot record says it is missing (runner_identity_unchecked on the host)
         try:
-            outcomes = _load("_harness_outcomes", directory)
+            outcomes = _load("_harness_outcomes", directory, cache)
             loaded.append(outcomes)
             outcomes["module"].install()
         except Exception:

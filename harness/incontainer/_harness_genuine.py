@@ -25,8 +25,8 @@ _PY_DIR = os.path.dirname(os.path.abspath(__file__)) + "/"
 _MISSING = object()
 _GENUINE = {"harness": {}, "modules": {}, "module_ids": {}, "preloaded": [], "preloaded_codes": None,
             "claimed": set(), "reach": {}, "dirs": {}, "machinery": [], "frames": {}, "testbed": "/testbed/",
-            "generation": 0}
-#: id(code) -> (code, generation, kind): the code object is held, so its id is not reused
+            "generations": {}, "intact": (None, False)}
+#: id(code) -> (code, its file's generation, its file name, kind): the code object is held, so its id is not reused
 _KINDS = {}
 
 
@@ -114,9 +114,8 @@ def import_exec(code, frame):
     if not (ok and _trusted_file(filename) and filename not in _GENUINE["claimed"] and _intact()):
         return True   # an import, but not one that makes its code genuine
     _GENUINE["modules"].setdefault(filename, []).append(code)
-    _GENUINE["generation"] += 1
+    _changed(filename)
     _GENUINE["module_ids"][id(code)] = code
-    _GENUINE["reach"].pop(filename, None)
     return True
 
 
@@ -132,18 +131,60 @@ def _plain_loader(loader):
 
 def by_import_machinery(frame, *keys):
     """The frame that called ``compile``/``marshal.loads`` is the import machinery's (one of
-    ``keys``: ``source_to_code``, ``compile_bytecode``)."""
+    ``keys``: ``source_to_code``, ``compile_bytecode``), and the machinery is intact.
+
+    The machinery's state is remembered for the frame that asked (by its id, while the call
+    it is in runs): Pythons 3.8 and 3.9 raise ``code.__new__`` for every code object that
+    call's ``compile`` or ``marshal.loads`` makes (83,000 in one pytest-5103 run), and
+    :func:`made_by_import_machinery` answers those from the state at the call's own
+    ``compile``/``marshal.loads`` event instead of comparing the whole machinery again.
+    Nothing of Python runs inside those C calls but audit hooks (a hook added after ours is
+    itself a severe event), and what they make was decided by the bytes and the machinery at
+    the call: the answer is the one the start of the call gave."""
+    if not _machinery_frame(frame, keys):
+        return False
+    ok = _intact()
+    _GENUINE["intact"] = (id(frame), ok)
+    return ok
+
+
+def made_by_import_machinery(frame):
+    """For ``code.__new__``: the frame is the import machinery's ``compile`` or ``marshal``
+    call, and the machinery was intact at that call's own event (:func:`by_import_machinery`
+    remembered it; a frame it has not seen is compared in full)."""
+    if not _machinery_frame(frame, ("source_to_code", "compile_bytecode")):
+        return False
+    seen, ok = _GENUINE["intact"]
+    # an id is unique while its frame runs, and every call of these two functions raises
+    # its compile/marshal.loads event, which replaces the entry, before it makes code
+    return ok if seen == id(frame) else _intact()
+
+
+def _machinery_frame(frame, keys):
     frames = _GENUINE["frames"]
     if frame is not None and frame.f_code is frames.get("call"):
         frame = frame.f_back
-    return frame is not None and any(frame.f_code is frames.get(key) for key in keys) and _intact()
+    if frame is None:
+        return False
+    code = frame.f_code
+    for key in keys:
+        if code is frames.get(key):
+            return True
+    return False
 
 
 def claim(filename):
     if isinstance(filename, str) and filename not in _GENUINE["claimed"]:
         _GENUINE["claimed"].add(filename)
-        _GENUINE["reach"].pop(filename, None)
-        _GENUINE["generation"] += 1
+        _changed(filename)
+
+
+def _changed(filename):
+    """What is genuine under ``filename`` changed: its reach is recomputed, and the kinds of
+    its code objects (a code object's kind depends on its own file's imports and claims only)."""
+    _GENUINE["reach"].pop(filename, None)
+    generations = _GENUINE["generations"]
+    generations[filename] = generations.get(filename, 0) + 1
 
 
 def _nested(codes, filename, into):
@@ -261,12 +302,15 @@ def library_own_already(kinds):
 
 def kind(code):
     """h (harness), w (transparent), m (library module code), l (library), c (anything else);
-    remembered per code object until the next verified import or claim changes what is genuine."""
+    remembered per code object until a verified import or a claim of its own file changes what
+    is genuine there."""
     known = _KINDS.get(id(code))
-    if known is not None and known[0] is code and known[1] == _GENUINE["generation"]:
-        return known[2]
+    filename = code.co_filename   # compared too: ``_imp._fix_co_filename`` renames a code object in place
+    generation = _GENUINE["generations"].get(filename, 0)
+    if known is not None and known[0] is code and known[1] == generation and known[2] == filename:
+        return known[3]
     found = _kind(code)
-    _KINDS[id(code)] = (code, _GENUINE["generation"], found)
+    _KINDS[id(code)] = (code, generation, filename, found)
     return found
 
 

@@ -34,7 +34,7 @@ import os
 import sys
 
 from _harness_genuine import (CodeType, blamed, by_import_machinery, claim, import_exec, kind, library_own_already,
-                              reads_a_name_only, snapshot)
+                              made_by_import_machinery, reads_a_name_only, snapshot)
 
 _STATE = {"sock": None, "inode": None, "path": None, "pid": None, "lock": None, "seen": set(), "counts": {}, "cap": 400,
           "testbed": "/testbed/", "results": None, "busy": set(), "started": False, "rebind_watch": {},
@@ -238,6 +238,11 @@ def _hook(event, args):
         return
     busy.add(me)
     try:
+        # Pythons 3.8 and 3.9 raise code.__new__ for every code object the compiler or marshal
+        # makes, the import machinery's included: those claim nothing, and are answered first
+        # (tens of thousands in an import-heavy run)
+        if event == "code.__new__" and made_by_import_machinery(sys._getframe(1)):
+            return
         _handle(event, args)
     except Exception:
         pass
@@ -261,11 +266,7 @@ def _handle(event, args):
             claim(filename)
         if isinstance(filename, str) and filename.endswith(".py"):
             return  # a module compiled by another loader (pytest's assertion rewriting)
-    elif event == "code.__new__":
-        # Pythons 3.8 and 3.9 raise it for every code object the compiler or marshal makes,
-        # the import machinery's included: those claim nothing
-        if by_import_machinery(caller, "source_to_code", "compile_bytecode"):
-            return
+    elif event == "code.__new__":   # not the import machinery's (``_hook`` answered those): claims its file
         claim(args[1] if len(args) > 1 else None)
     elif event == "object.__setattr__":
         if len(args) > 2 and args[1] == "__code__":
@@ -359,7 +360,8 @@ def start(options, harness_modules=()):
     # sys.argv does not exist yet while site runs on Pythons before 3.8
     emit({"k": "boot", "python": sys.version.split()[0], "pid": os.getpid(),
           "argv": list(getattr(sys, "orig_argv", getattr(sys, "argv", [])))[:4], "monitor": monitor,
-          "identity": "_harness_identity" in sys.modules})
+          "identity": "_harness_identity" in sys.modules,
+          "bytecode": sum(1 for module in harness_modules if module.get("cached"))})
     if monitor:
         _wrap_gc()
         snapshot(list(harness_modules), _STATE["testbed"])

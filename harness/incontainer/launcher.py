@@ -70,12 +70,16 @@ import time
 
 # the trusted directory (root-owned, read-only): -I leaves it off sys.path
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bytecode_cache  # noqa: E402
 import evidence_channel  # noqa: E402
 from prepare import since_process_start  # noqa: E402
 import step_channel  # noqa: E402
 from processes import as_user, captured, env_argv, run_group, start_services  # noqa: E402
 from sealing import (fingerprint, inside, listings, purge_bytecode, remove, remove_tree, seal,  # noqa: E402
                      survey, sysctl)
+
+#: root's bytecode of the bootstrap's modules once made (bytecode_cache.py): the activation names it
+_BYTECODE = {"dir": None}
 
 def restore(testbed, pristine, paths, record):
     """Put paths back as the pristine tree has them (or remove them when it has none)."""
@@ -143,7 +147,7 @@ class _Monitored:
             evidence_channel.activate(self.boot["activation"], {
                 "uid": self.uid, "socket": self.boot["socket"], "testbed": self.boot.get("testbed"),
                 "pristine": self.boot.get("pristine"), "results": self.boot.get("results"),
-                "monitor": bool(self.boot.get("monitor"))})
+                "monitor": bool(self.boot.get("monitor")), "bytecode": _BYTECODE["dir"]})
         return self
 
     def __exit__(self, *exc):
@@ -274,6 +278,8 @@ def tests_only(text):
     """``--tests-only JSON``: step 5 alone, for a sandbox the harness prepared."""
     spec = json.loads(text)
     os.makedirs(spec["out_dir"], mode=0o700, exist_ok=True)
+    if spec.get("bytecode") and os.path.isdir(spec["bytecode"]):   # made by this sandbox's session
+        _BYTECODE["dir"] = spec["bytecode"]
     record = {}
     run_tests(spec["tests"], spec["testbed"], spec["out_dir"], spec["user"][0], spec["user"][1],
               spec.get("events_limit", 16 << 20), record)
@@ -293,11 +299,14 @@ def session(spec):
     """``--session SPEC``: the set-up step as the test user, its report to the host, then
     the host's plans (a build step's, answered when done; then the test step's) from stdin,
     all in this one exec (step_channel.py). ``spec``: the set-up step's ``argv``, ``cwd``,
-    ``timeout``, ``user`` and the report's ``limit`` in bytes. Ends when the host closes
-    stdin or after the test step."""
+    ``timeout``, ``user`` and the report's ``limit`` in bytes; ``bytecode``: where root's
+    bytecode of the bootstrap's modules goes, made meanwhile (bytecode_cache.py). Ends when
+    the host closes stdin or after the test step."""
     out = sys.stderr.buffer     # the launcher's messages; its stdout carries the tests' output only
     uid, gid = spec["user"]
     limit = spec["limit"]
+    bytecode = spec.get("bytecode") or {}
+    compiling = bytecode_cache.start(bytecode, bytecode.get("source"), bytecode.get("dir"))
     with tempfile.TemporaryFile() as report:
         res = run_group(as_user(uid, gid, spec["argv"]), spec["cwd"], None, spec["timeout"], report,
                         subprocess.STDOUT)
@@ -311,6 +320,9 @@ def session(spec):
         if header is None:
             return
         plan = json.loads(body.decode("utf-8"))
+        if compiling is not None:   # done long since: it ran while the set-up step did
+            _BYTECODE["dir"] = bytecode_cache.finish(compiling, bytecode.get("dir"))
+            compiling = None
         if plan.get("step") == "build":
             build_step(plan)
             step_channel.send(out, {"step": "build"}, step_channel.tar_of_files(plan["out_dir"]))

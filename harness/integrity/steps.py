@@ -211,13 +211,17 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
-def session_argv(layout: Layout, timeout: float, report_limit: int) -> list[str]:
+def session_argv(layout: Layout, timeout: float, report_limit: int, test_path: str | None = None) -> list[str]:
     """The launcher in session mode (root), after :data:`SESSION_BOOT` has put the inputs in
     place: the set-up step (:func:`prepare_argv`, as the test user, in the working copy,
     under ``timeout``; its report cut at ``report_limit`` bytes), then the plans the host
-    sends (:func:`plan_message`), in one exec (harness/engine/exec_session.py)."""
+    sends (:func:`plan_message`), in one exec (harness/engine/exec_session.py). With
+    ``test_path`` (the test command's ``PATH``), the launcher makes root's bytecode of the
+    bootstrap's modules with that ``python3`` meanwhile (harness/incontainer/bytecode_cache.py)."""
     spec = {"argv": prepare_argv(layout), "cwd": TESTBED, "timeout": timeout, "user": [TEST_UID, TEST_UID],
             "limit": report_limit}
+    if test_path:
+        spec["bytecode"] = {"path": test_path, "dir": incontainer.BYTECODE_DIR, "source": incontainer.PY_DIR}
     return [SYSTEM_PYTHON, "-I", "-S", "-c", SESSION_BOOT, IO_DIR, f"{TRUSTED}/launcher.py", "--session",
             json.dumps(spec, sort_keys=True)]
 

@@ -257,6 +257,10 @@ def test_the_bootstrap_reaches_every_test_process_and_blames_only_what_the_model
     children = {c for c, a in argv.items() if " -m pytest -q" in a}   # test_subprocess's (and its canaries')
     assert children and ev.processes[graded]["ppid"] == ev.processes[tox]["pid"], argv   # tox's child
     assert {c for c, r in records if r["k"] == "boot"} >= {tox, graded, *children}
+    # every one loaded root's bytecode of the bootstrap's modules, which the launcher made
+    # for the test command's interpreter while the set-up step ran (bytecode_cache.py)
+    boots = {c: r for c, r in records if r["k"] == "boot"}
+    assert {boots[c].get("bytecode") for c in (tox, graded, *children)} == {4}, boots
     starts = {(c, r["graded"]) for c, r in records if r["k"] == "start"}
     # the graded session, the pytester runs in its process, one session in each child
     assert starts == {(graded, True), (graded, False), *((c, False) for c in children)}, (starts, argv)
