@@ -26,6 +26,7 @@ _MISSING = object()
 _GENUINE = {"harness": {}, "modules": {}, "module_ids": {}, "preloaded": [], "preloaded_codes": None,
             "claimed": set(), "reach": {}, "dirs": {}, "machinery": [], "frames": {}, "testbed": "/testbed/",
             "generations": {}, "intact": (None, False)}
+_NO_CALL = (None, False)
 #: id(code) -> (code, its file's generation, its file name, kind): the code object is held, so its id is not reused
 _KINDS = {}
 
@@ -133,31 +134,48 @@ def by_import_machinery(frame, *keys):
     """The frame that called ``compile``/``marshal.loads`` is the import machinery's (one of
     ``keys``: ``source_to_code``, ``compile_bytecode``), and the machinery is intact.
 
-    The machinery's state is remembered for the frame that asked (by its id, while the call
-    it is in runs): Pythons 3.8 and 3.9 raise ``code.__new__`` for every code object that
-    call's ``compile`` or ``marshal.loads`` makes (83,000 in one pytest-5103 run), and
-    :func:`made_by_import_machinery` answers those from the state at the call's own
-    ``compile``/``marshal.loads`` event instead of comparing the whole machinery again.
-    Nothing of Python runs inside those C calls but audit hooks (a hook added after ours is
-    itself a severe event), and what they make was decided by the bytes and the machinery at
-    the call: the answer is the one the start of the call gave."""
+    The answer is remembered for that frame (held, so no other frame can take its id) until
+    the monitor's next event of another kind (:func:`forget_machinery_call`): Pythons 3.8 and
+    3.9 raise ``code.__new__`` for every code object such a call makes (83,000 in one
+    pytest-5103 run; Debian's 3.9.2 raises no ``marshal.loads`` before them), and
+    :func:`made_by_import_machinery` answers the rest of them from the first."""
     if not _machinery_frame(frame, keys):
         return False
     ok = _intact()
-    _GENUINE["intact"] = (id(frame), ok)
+    _GENUINE["intact"] = (frame, ok)
     return ok
 
 
 def made_by_import_machinery(frame):
     """For ``code.__new__``: the frame is the import machinery's ``compile`` or ``marshal``
-    call, and the machinery was intact at that call's own event (:func:`by_import_machinery`
-    remembered it; a frame it has not seen is compared in full)."""
+    call, and the machinery was intact at that call's first event.
+
+    Nothing of Python runs inside those C calls but audit hooks (a hook added after ours is
+    itself a severe event), and what they make was decided by the bytes and the machinery at
+    the call: the state at its first event is the state for all its code objects. The
+    module's ``exec``, which decides what is genuine, still compares the whole machinery."""
     if not _machinery_frame(frame, ("source_to_code", "compile_bytecode")):
         return False
     seen, ok = _GENUINE["intact"]
-    # an id is unique while its frame runs, and every call of these two functions raises
-    # its compile/marshal.loads event, which replaces the entry, before it makes code
-    return ok if seen == id(frame) else _intact()
+    if seen is frame:
+        return ok
+    ok = _intact()
+    _GENUINE["intact"] = (frame, ok)
+    return ok
+
+
+def forget_machinery_call():
+    """Drop the remembered frame (the monitor calls it at each event that is not one of a
+    machinery call's code objects: the call has ended, and its frame is not kept alive)."""
+    _GENUINE["intact"] = _NO_CALL
+
+
+def machinery_target(frame):
+    """The source file an import machinery's ``_compile_bytecode`` frame is loading for, or None."""
+    if frame is None or frame.f_code is not _GENUINE["frames"].get("compile_bytecode"):
+        return None
+    target = frame.f_locals.get("source_path")
+    return target if isinstance(target, str) else None
 
 
 def _machinery_frame(frame, keys):

@@ -33,8 +33,9 @@ without ``gc`` audit events (< 3.10) the ``gc`` walks are wrapped so that they r
 import os
 import sys
 
-from _harness_genuine import (CodeType, blamed, by_import_machinery, claim, import_exec, kind, library_own_already,
-                              made_by_import_machinery, reads_a_name_only, snapshot)
+from _harness_genuine import (CodeType, blamed, by_import_machinery, claim, forget_machinery_call, import_exec, kind,
+                              library_own_already, machinery_target, made_by_import_machinery, reads_a_name_only,
+                              snapshot)
 
 _STATE = {"sock": None, "inode": None, "path": None, "pid": None, "lock": None, "seen": set(), "counts": {}, "cap": 400,
           "testbed": "/testbed/", "results": None, "busy": set(), "started": False, "rebind_watch": {},
@@ -251,6 +252,7 @@ def _hook(event, args):
 
 
 def _handle(event, args):
+    forget_machinery_call()
     caller = sys._getframe(2)  # _handle <- _hook <- the frame that called the C function raising the event
     if event == "exec":
         code = args[0] if args else None
@@ -279,6 +281,8 @@ def _handle(event, args):
     elif event == "marshal.loads":
         if by_import_machinery(caller, "compile_bytecode"):
             return
+        # the machinery's own function with the machinery changed: what it loads is not the file's
+        claim(machinery_target(caller))
     elif event == "sys._getframe":
         if reads_a_name_only(caller.f_code):
             return  # typing/namedtuple/enum reading their caller's module name (_harness_genuine)

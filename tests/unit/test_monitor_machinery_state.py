@@ -31,13 +31,15 @@ def fresh_genuine():
 
 
 def machinery_call(genuine, *, event: bool = True, meanwhile=lambda: None):
-    """Stands in for ``_compile_bytecode``: its ``marshal.loads`` event (``event``), then a code
-    object made by that call (``meanwhile`` runs in between), answered as the hook answers its
-    ``code.__new__``. Returns (the event's answer, the code object's answer)."""
+    """Stands in for ``_compile_bytecode``: its ``marshal.loads`` event (``event``: Debian's
+    3.9.2 raises none), then two code objects made by that call (``meanwhile`` runs between
+    them), answered as the hook answers their ``code.__new__``. Returns (the event's answer,
+    the first code object's, the second's)."""
     frame = sys._getframe()
     at_event = genuine.by_import_machinery(frame, "compile_bytecode") if event else None
+    first = genuine.made_by_import_machinery(frame)
     meanwhile()
-    return at_event, genuine.made_by_import_machinery(frame)
+    return at_event, first, genuine.made_by_import_machinery(frame)
 
 
 def other_call(genuine):
@@ -54,41 +56,59 @@ def with_machinery():
 
 def test_code_objects_of_an_intact_machinery_call_claim_nothing():
     genuine, _ = with_machinery()
-    assert machinery_call(genuine) == (True, True)
+    assert machinery_call(genuine) == (True, True, True)
+    assert machinery_call(genuine, event=False) == (None, True, True)
 
 
 def test_code_objects_of_a_call_made_with_a_changed_machinery_are_not_the_machinerys():
     genuine, part = with_machinery()
+    original = part.loads
     part.loads = object()
-    assert machinery_call(genuine) == (False, False)
+    assert machinery_call(genuine) == (False, False, False)
+    assert machinery_call(genuine, event=False) == (None, False, False)
     # and a later call, after the machinery was put back, is compared afresh
-    part.loads = genuine._GENUINE["machinery"][0][2]
-    assert machinery_call(genuine) == (True, True)
+    part.loads = original
+    assert machinery_call(genuine) == (True, True, True)
 
 
-def test_the_answer_is_the_state_at_the_calls_own_event():
+def test_the_answer_is_the_state_at_the_calls_first_event():
     # what marshal makes was decided by the bytes and the machinery at the call: a change in
     # the middle of the C call (only another audit hook could make one) does not change it,
-    # and the next call sees the change
+    # and the next call sees the change (with its marshal.loads event, or without one)
+    for event in (True, False):
+        genuine, part = with_machinery()
+
+        def change():
+            part.loads = object()
+        assert machinery_call(genuine, event=event, meanwhile=change)[1:] == (True, True)
+        assert machinery_call(genuine, event=event)[1:] == (False, False)
+
+
+def test_after_an_event_of_another_kind_the_call_is_compared_afresh_and_its_frame_let_go():
     genuine, part = with_machinery()
 
-    def change():
+    def change_and_another_event():
         part.loads = object()
-    assert machinery_call(genuine, meanwhile=change) == (True, True)
-    assert machinery_call(genuine) == (False, False)
-
-
-def test_a_frame_whose_event_was_not_seen_is_compared_in_full():
-    genuine, part = with_machinery()
-    assert machinery_call(genuine, event=False) == (None, True)
-    part.loads = object()
-    assert machinery_call(genuine, event=False) == (None, False)
+        genuine.forget_machinery_call()
+        assert genuine._GENUINE["intact"][0] is None
+    assert machinery_call(genuine, meanwhile=change_and_another_event) == (True, True, False)
 
 
 def test_code_made_by_any_other_frame_is_never_the_machinerys():
     genuine, _ = with_machinery()
-    assert machinery_call(genuine) == (True, True)
+    assert machinery_call(genuine) == (True, True, True)
     assert other_call(genuine) is False
+
+
+def test_the_file_a_changed_machinery_was_loading_is_named():
+    genuine = fresh_genuine()
+
+    def compile_bytecode(data, source_path=None):
+        return genuine.machinery_target(sys._getframe())
+    genuine._GENUINE["frames"] = {"compile_bytecode": compile_bytecode.__code__}
+    assert compile_bytecode(b"", source_path="/usr/lib/python3/csv.py") == "/usr/lib/python3/csv.py"
+    assert compile_bytecode(b"") is None
+    assert genuine.machinery_target(sys._getframe()) is None   # not the machinery's function
 
 
 def test_a_kind_is_recomputed_when_its_own_file_changes_and_only_then(monkeypatch):
