@@ -19,6 +19,13 @@ for pytest-dev__pytest-5103, whose test file starts 9 child Pythons and 43 pytes
 
 Every path of a checkout's modules must be root's and not group- or world-writable (the
 bootstrap refuses other modules, and the side then runs bare: its ``event_records`` is 0).
+A checkout with ``bytecode_cache.py`` gets root's bytecode of its modules first, made with
+``--python`` as the launcher makes it in the sandbox (outside the CPU timed).
+
+The environments' Python 3.9 is Debian's 3.9.2, which raises ``code.__new__`` for every code
+object marshal makes (pyenv's 3.9.18 does not; pyenv's 3.8.18 does, and raises no
+``marshal.loads`` before them, as 3.9.2): a venv of 3.8.18 with the same pins shows the
+sandbox's cost on the host.
 """
 
 from __future__ import annotations
@@ -79,7 +86,10 @@ def main(argv: list[str] | None = None) -> int:
                 cpu[name].append(cpu_of(command, args.tree, ENV))
                 continue
             with tempfile.TemporaryDirectory(prefix="bootstrap-cpu-") as scratch:
-                with bootstrapped(Path(scratch) / "channel", args.tree, source=sides[name]) as channel:
+                # root's bytecode of the modules, as the launcher makes it, where the checkout has it
+                bytecode = args.python if (sides[name] / "bytecode_cache.py").is_file() else None
+                with bootstrapped(Path(scratch) / "channel", args.tree, source=sides[name],
+                                  bytecode=bytecode) as channel:
                     cpu[name].append(cpu_of(command, args.tree, {**ENV, **channel.env}))
                 records[name].append(sum('"k":"event"' in line for line in channel.events_path.open()))
     bare = statistics.median(cpu["bare"])
