@@ -78,7 +78,7 @@ def test_the_answer_is_the_state_at_the_calls_first_event():
     for event in (True, False):
         genuine, part = with_machinery()
 
-        def change():
+        def change(part=part):
             part.loads = object()
         assert machinery_call(genuine, event=event, meanwhile=change)[1:] == (True, True)
         assert machinery_call(genuine, event=event)[1:] == (False, False)
