@@ -382,11 +382,11 @@ class DockerSandbox:
             except APIError:
                 pass   # already stopped, or the engine refused: its state below decides
             resend = min(time.monotonic() + 1.0, deadline)
-            while time.monotonic() < resend:
-                if not self.alive():
-                    return
+            while self.alive():
+                if time.monotonic() >= resend:
+                    break
                 time.sleep(0.05)
-            if not self.alive():
+            else:
                 return
             if time.monotonic() >= deadline:
                 raise InfrastructureError(f"container {self.id[:12]} still runs {KILL_CONFIRM_SECONDS} s "

@@ -116,7 +116,9 @@ def _bytecode_dir(options):
 
 def _cached(name, path, source_stat, cache):
     """The code object of ``path`` from root's bytecode (bytecode_cache.py) when it was made
-    from this very file by an interpreter of this one's magic number; else None."""
+    from this very file by an interpreter of this one's magic number; else None. The file's
+    name and header are bytecode_cache's ``file_name`` and ``header``, spelled out here: the
+    bootstrap imports nothing of the harness's before its modules are loaded."""
     magic = getattr(sys.modules.get("_frozen_importlib_external"), "MAGIC_NUMBER", None)
     if cache is None or not magic:
         return None

@@ -23,10 +23,11 @@ WRAPPERS = ("/inspect.py", "/traceback.py", "/pathlib.py", "/shutil.py", "/subpr
             "/_pyio.py", "/tempfile.py", "/codecs.py", "/threading.py", "/runpy.py")
 _PY_DIR = os.path.dirname(os.path.abspath(__file__)) + "/"
 _MISSING = object()
+#: no machinery call remembered (:func:`by_import_machinery`)
+_NO_CALL = (None, False)
 _GENUINE = {"harness": {}, "modules": {}, "module_ids": {}, "preloaded": [], "preloaded_codes": None,
             "claimed": set(), "reach": {}, "dirs": {}, "machinery": [], "frames": {}, "testbed": "/testbed/",
-            "generations": {}, "intact": (None, False)}
-_NO_CALL = (None, False)
+            "generations": {}, "intact": _NO_CALL}
 #: id(code) -> (code, its file's generation, its file name, kind): the code object is held, so its id is not reused
 _KINDS = {}
 
@@ -154,14 +155,10 @@ def made_by_import_machinery(frame):
     itself a severe event), and what they make was decided by the bytes and the machinery at
     the call: the state at its first event is the state for all its code objects. The
     module's ``exec``, which decides what is genuine, still compares the whole machinery."""
-    if not _machinery_frame(frame, ("source_to_code", "compile_bytecode")):
-        return False
     seen, ok = _GENUINE["intact"]
-    if seen is frame:
+    if seen is frame:   # only a machinery frame is ever remembered
         return ok
-    ok = _intact()
-    _GENUINE["intact"] = (frame, ok)
-    return ok
+    return by_import_machinery(frame, "source_to_code", "compile_bytecode")
 
 
 def forget_machinery_call():
