@@ -73,3 +73,46 @@ def timed(kind: str, name: str) -> Iterator[None]:
             record.entries.append({"kind": kind, "name": name, "at": round(started - record.opened, 3),
                                    "seconds": round(seconds, 3),
                                    "own_seconds": round(max(0.0, seconds - inside), 3)})
+
+
+class AheadWork:
+    """Work done for a task before its preparation began (the run's resolution ahead,
+    :meth:`harness.preparation.preparer.Preparer.resolve`), kept until that task prepares.
+
+    The task's report then carries it among its own builds, marked ``"ahead": true``, with
+    ``at`` counted from the task's preparation as every build's is (so negative: it
+    happened before). A cost benchmark reading ``image.builds`` thus still sees every build
+    once, on the timeline where it ran. Each kept record goes to one preparation only.
+    Thread-safe."""
+
+    def __init__(self) -> None:
+        import threading
+        self._lock = threading.Lock()
+        self._kept: dict[str, tuple[float, list[dict]]] = {}
+
+    @contextlib.contextmanager
+    def recording(self, key: str) -> Iterator[None]:
+        """Record this thread's work for the task ``key`` (kept also when the block raises:
+        what was made before a failure exists and is found made by the task)."""
+        opened = time.monotonic()
+        with recording() as made:
+            try:
+                yield
+            finally:
+                if made:
+                    with self._lock:
+                        self._kept[key] = (opened, list(made))
+
+    def take(self, key: str, opened: float) -> list[dict]:
+        """The work kept for ``key``, each entry's ``at`` moved to count from ``opened`` (the
+        monotonic start of the task's own recording); empty when there is none."""
+        with self._lock:
+            kept = self._kept.pop(key, None)
+        if kept is None:
+            return []
+        shift = kept[0] - opened
+        return [{**entry, "at": round(float(entry["at"]) + shift, 3), "ahead": True} for entry in kept[1]]
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._kept)

@@ -104,6 +104,19 @@ class TaskEvaluator:
         elif ready is None:
             self.prestarted.offer(request.token, None)
 
+    def resolve_ahead(self, request: TaskRequest) -> None:
+        """Resolve and download a task's requirement set before its turn (the executor's
+        resolution ahead: host-side work, mostly waiting on the network, done while other
+        tasks build and run; :meth:`Preparer.resolve`). Never raises: what fails here the
+        task does again, and reports, itself."""
+        if request.pins_only or self.backend.stopped or self._engine_lost:
+            return
+        try:
+            self.preparer.resolve(request.task.instance)
+        except Exception as exc:  # noqa: BLE001 — the task prepares again, and reports
+            get_logger(instance_id=request.task.instance.instance_id, run_id=self.config.run_id,
+                       node=self.node).info("instance.resolve_ahead_failed", error=str(exc)[:300])
+
     def drop_prestarted(self) -> None:
         """Release every pre-started sandbox no task took (the run is ending)."""
         for ready in self.prestarted.drain():

@@ -82,6 +82,8 @@ class Preparer:
         #: a harness.engine.prebuilt.PrebuiltSource: environments are pulled, not built
         self.prebuilt = None
         self._probed: dict[str, dict] = {}
+        #: work done by :meth:`resolve` for tasks that have not prepared yet
+        self.ahead = builds.AheadWork()
 
     def use_prebuilt(self, source) -> None:
         """Take each instance's environment from SWE-bench's prebuilt image (``source``:
@@ -134,10 +136,27 @@ class Preparer:
     def prepare(self, instance: Instance) -> Prepared:
         if self.prebuilt is not None:
             return self.prepare_prebuilt(instance)
+        opened = time.monotonic()
         with builds.recording() as made:
             prepared = self._prepare_built(instance)
-        prepared.builds = made
+        prepared.builds = [*self.ahead.take(instance.instance_id, opened), *made]
         return prepared
+
+    def resolve(self, instance: Instance) -> None:
+        """The host-side half of :meth:`prepare`, done ahead of the task (the local
+        executor's resolution ahead): the export, the interpreter, the requirement set and
+        its wheelhouses, resolved and downloaded. Everything it makes is cached by content
+        under its lock, so the task's own preparation finds it made (or waits on its lock)
+        and builds exactly what it would have built; the work is charged to that task's
+        report (:class:`~harness.bookkeeping.builds.AheadWork`). Raises what preparing
+        would raise; the caller ignores it, since the task prepares again and reports."""
+        if self.prebuilt is not None:
+            return
+        with self.ahead.recording(instance.instance_id):
+            spec = self._spec(instance)
+            export_dir, _, _ = self._export(instance, spec, self.repos.path_for(instance.repo))
+            interpreter = self.images.interpreter(spec.python, spec.interpreter, spec.apt_packages)
+            self._wheelhouses(spec, interpreter, export_dir)
 
     def _prepare_built(self, instance: Instance) -> Prepared:
         timings: dict[str, float] = {}
@@ -151,14 +170,7 @@ class Preparer:
         interpreter = self.images.interpreter(spec.python, spec.interpreter, spec.apt_packages)
         timings["interpreter"] = time.monotonic() - t
         t = time.monotonic()
-        requirements, tools, local = self.requirement_set(spec, interpreter, export_dir)
-        house = self._lock(interpreter, requirements, tools, spec, local)
-        services = []
-        for svc in spec.services:
-            svc_reqs = [*tools, *(Req(r, f"service {svc.name} requirements ({spec.source})")
-                                  for r in svc.requirements)]
-            svc_house = self._lock(interpreter, svc_reqs, tools, spec)
-            services.append((svc, svc_house.lock_text, svc_house.wheel_dir))
+        requirements, house, services = self._wheelhouses(spec, interpreter, export_dir)
         timings["wheelhouse"] = time.monotonic() - t
         t = time.monotonic()
         env_image = self.images.environment(spec, interpreter, house.lock_text, house.wheel_dir, services)
@@ -177,6 +189,19 @@ class Preparer:
                         export_dir, interpreter.describe(), [[r.text, r.origin] for r in requirements],
                         str(house.directory / "requirements.lock"), {k: round(v, 3) for k, v in timings.items()},
                         [list(s) for s in submodules])
+
+    def _wheelhouses(self, spec: EnvSpec, interpreter: Interpreter, tree: Path
+                     ) -> tuple[list[Req], LockedWheelhouse, list[tuple]]:
+        """(the requirement set, its locked wheelhouse, each service's (service, lock, wheels))."""
+        requirements, tools, local = self.requirement_set(spec, interpreter, tree)
+        house = self._lock(interpreter, requirements, tools, spec, local)
+        services = []
+        for svc in spec.services:
+            svc_reqs = [*tools, *(Req(r, f"service {svc.name} requirements ({spec.source})")
+                                  for r in svc.requirements)]
+            svc_house = self._lock(interpreter, svc_reqs, tools, spec)
+            services.append((svc, svc_house.lock_text, svc_house.wheel_dir))
+        return requirements, house, services
 
     def _spec(self, instance: Instance) -> EnvSpec:
         spec = self.specs.get(instance.repo, instance.version)

@@ -63,6 +63,20 @@ class SpreadDispatch:
             self._cold_in_flight[group] += 1
         return request
 
+    def cold_heads(self) -> list[Any]:
+        """The first request in view of each version that is neither made (a task of it
+        finished) nor being made (a task of it started), in the order they would start:
+        what a look-ahead can prepare for before any worker reaches it."""
+        self._fill()
+        heads: dict[Hashable, Any] = {}
+        for group, request in self._buffer:
+            if group not in heads and group not in self._warm and not self._cold_in_flight[group]:
+                heads[group] = request
+        return list(heads.values())
+
+    def group(self, request: Any) -> Hashable:
+        return self._group(request)
+
     def is_warm(self, request: Any) -> bool:
         """Whether a task of ``request``'s group has finished (its environment is made)."""
         return self._group(request) in self._warm
