@@ -13,6 +13,8 @@ Kinds: the image kinds (``base``, ``py``, ``cc``, ``env``, ``inst``), ``wheelhou
 Work nests (a wheelhouse that builds an sdist first builds the builder's compiler layer
 and a wheelhouse of build tools): ``seconds`` is the whole span, ``own_seconds`` that
 span less the recorded work inside it, so summing ``own_seconds`` counts every second once.
+Work a run's resolution ahead did for the task before its preparation began is among them,
+marked ``"ahead": true``, with a negative ``at`` (:class:`AheadWork`).
 
 The record is a context variable: it belongs to the thread that opened it
 (:func:`recording`, by the preparer for one task), so work done by another task's thread
