@@ -20,6 +20,9 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 PHASES = ("export", "interpreter", "wheelhouse", "environment", "instance")
+#: the phase of each kind of build (for work done ahead of its task)
+KIND_PHASE = {"base": "interpreter", "py": "interpreter", "wheelhouse": "wheelhouse", "sdist": "wheelhouse",
+              "tree-metadata": "wheelhouse", "env": "environment", "cc": "environment", "inst": "instance"}
 PHASE_NAMES = {"export": "export (git, one commit)", "interpreter": "interpreter (base bootstrap + interpreter layer)",
                "wheelhouse": "resolve and download on the host (wheelhouse, sdist builds, tree metadata)",
                "environment": "environment (venv layer, compiler layer)", "instance": "instance layer",
@@ -132,7 +135,10 @@ def timeline(report: dict) -> tuple[dict[str, tuple[float, float]], list[dict]]:
     builds = []
     for build in report["builds"]:
         a = start + float(build["at"])
-        phase = next((p for p in PHASES if spans[p][0] <= a < spans[p][1]), PHASES[-1])
+        # work done before the task began (``"ahead"``: the run's resolution ahead, or the
+        # task's pre-start) lies in none of its phases: its phase is its kind's
+        phase = (KIND_PHASE.get(build["kind"], PHASES[-1]) if build.get("ahead")
+                 else next((p for p in PHASES if spans[p][0] <= a < spans[p][1]), PHASES[-1]))
         builds.append({**build, "phase": phase, "span": (a, a + float(build["seconds"]))})
     return spans, builds
 
@@ -162,7 +168,8 @@ def concurrency(reports: list[dict]) -> dict:
             "env_build_seconds": sum(b - a for a, b in env), "env_critical_path": union_seconds(env),
             "builds_max_parallel": prep_peak, "builds_parallel_seconds": prep_two,
             "waiting": sum(r["prep"] for r in reports if not r["reused"])
-            - sum(float(b["own_seconds"]) for b in builds) - sum(float(r["phases"].get("export") or 0)
+            - sum(float(b["own_seconds"]) for b in builds if not b.get("ahead"))
+            - sum(float(r["phases"].get("export") or 0)
                                                                 for r in reports if not r["reused"])}
 
 

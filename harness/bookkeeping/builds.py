@@ -13,8 +13,9 @@ Kinds: the image kinds (``base``, ``py``, ``cc``, ``env``, ``inst``), ``wheelhou
 Work nests (a wheelhouse that builds an sdist first builds the builder's compiler layer
 and a wheelhouse of build tools): ``seconds`` is the whole span, ``own_seconds`` that
 span less the recorded work inside it, so summing ``own_seconds`` counts every second once.
-Work a run's resolution ahead did for the task before its preparation began is among them,
-marked ``"ahead": true``, with a negative ``at`` (:class:`AheadWork`).
+Work done for the task before it began is among them, marked ``"ahead"``: ``"resolve"`` (the
+run's resolution ahead) or ``"prestart"`` (the task's pre-start), with a negative ``at``
+(:class:`AheadWork`); ``at`` counts from the task's start.
 
 The record is a context variable: it belongs to the thread that opened it
 (:func:`recording`, by the preparer for one task), so work done by another task's thread
@@ -78,43 +79,58 @@ def timed(kind: str, name: str) -> Iterator[None]:
 
 
 class AheadWork:
-    """Work done for a task before its preparation began (the run's resolution ahead,
-    :meth:`harness.preparation.preparer.Preparer.resolve`), kept until that task prepares.
+    """Work done for a task before its own preparation (the run's resolution ahead,
+    :meth:`harness.preparation.preparer.Preparer.resolve`, or a pre-start whose task started
+    first and found its images made), kept until that task takes it.
 
-    The task's report then carries it among its own builds, marked ``"ahead": true``, with
-    ``at`` counted from the task's preparation as every build's is (so negative: it
-    happened before). A cost benchmark reading ``image.builds`` thus still sees every build
-    once, on the timeline where it ran. Each kept record goes to one preparation only.
+    The task's report then carries it among its own builds, marked ``"ahead"`` (``"resolve"``
+    or ``"prestart"``), with ``at`` counted from the task's start as every build's is (so
+    negative: it happened before). A cost benchmark reading ``image.builds`` thus sees every
+    build once, on the timeline where it ran. What is kept goes to one task only.
     Thread-safe."""
 
     def __init__(self) -> None:
         import threading
         self._lock = threading.Lock()
-        self._kept: dict[str, tuple[float, list[dict]]] = {}
+        self._kept: dict[str, list[tuple[float, list[dict], str]]] = {}
 
     @contextlib.contextmanager
-    def recording(self, key: str) -> Iterator[None]:
+    def recording(self, key: str, by: str = "resolve") -> Iterator[None]:
         """Record this thread's work for the task ``key`` (kept also when the block raises:
-        what was made before a failure exists and is found made by the task)."""
+        what was made before a failure exists, and the task finds it made)."""
         opened = time.monotonic()
         with recording() as made:
             try:
                 yield
             finally:
-                if made:
-                    with self._lock:
-                        self._kept[key] = (opened, list(made))
+                self.keep(key, opened, made, by)
+
+    def keep(self, key: str, opened: float, entries: list[dict], by: str) -> None:
+        """Keep ``entries`` (``at`` counted from the monotonic ``opened``) for the task ``key``."""
+        if entries:
+            with self._lock:
+                self._kept.setdefault(key, []).append((opened, list(entries), by))
 
     def take(self, key: str, opened: float) -> list[dict]:
         """The work kept for ``key``, each entry's ``at`` moved to count from ``opened`` (the
-        monotonic start of the task's own recording); empty when there is none."""
+        monotonic start the task's own entries count from); empty when there is none."""
         with self._lock:
-            kept = self._kept.pop(key, None)
-        if kept is None:
-            return []
-        shift = kept[0] - opened
-        return [{**entry, "at": round(float(entry["at"]) + shift, 3), "ahead": True} for entry in kept[1]]
+            kept = self._kept.pop(key, [])
+        return [dict(entry, at=round(float(entry["at"]) + since - opened, 3), ahead=by)
+                for since, entries, by in kept for entry in entries]
 
     def __len__(self) -> int:
         with self._lock:
             return len(self._kept)
+
+
+def on_clock(entries: list[dict], since: float, opened: float, ahead: str | None = None) -> list[dict]:
+    """``entries`` counted from the monotonic ``since``, moved to count from ``opened``
+    (marked ``ahead`` when given, unless already marked)."""
+    moved = []
+    for entry in entries:
+        entry = dict(entry, at=round(float(entry["at"]) + since - opened, 3))
+        if ahead and not entry.get("ahead"):
+            entry["ahead"] = ahead
+        moved.append(entry)
+    return moved

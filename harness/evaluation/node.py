@@ -32,6 +32,7 @@ import docker
 from tenacity import (RetryCallState, Retrying, retry_if_exception, retry_if_exception_type, stop_after_attempt,
                       wait_exponential)
 
+from harness.bookkeeping import builds
 from harness.results.control import control_facts
 from harness.engine.sandbox import DockerBackend
 from harness.engine.client import engine_alive
@@ -101,6 +102,9 @@ class TaskEvaluator:
                        node=self.node).info("instance.prestart_failed", error=str(exc)[:300])
         if ready is not None and not self.prestarted.offer(request.token, ready):
             ready.sandbox.release()
+            # its task started meanwhile and finds these images made: the work is the task's
+            self.preparer.ahead.keep(request.task.instance.instance_id, ready.prepared.opened,
+                                     ready.prepared.builds, "prestart")
         elif ready is None:
             self.prestarted.offer(request.token, None)
 
@@ -116,6 +120,15 @@ class TaskEvaluator:
         except Exception as exc:  # noqa: BLE001 — the task prepares again, and reports
             get_logger(instance_id=request.task.instance.instance_id, run_id=self.config.run_id,
                        node=self.node).info("instance.resolve_ahead_failed", error=str(exc)[:300])
+
+    def _builds(self, instance_id: str, prepared: Prepared, ready: Prestarted | None, started: float
+                ) -> list[dict]:
+        """What the task built (harness.bookkeeping.builds) on its own clock: its preparation's
+        work (a pre-start's, when it took one, marked so), and work done for it ahead that
+        arrived after its preparation (a pre-start that found the task started)."""
+        own = (builds.on_clock(prepared.builds, prepared.opened, started, "prestart" if ready is not None else None)
+               if prepared.opened else list(prepared.builds))
+        return [*own, *self.preparer.ahead.take(instance_id, started)]
 
     def drop_prestarted(self) -> None:
         """Release every pre-started sandbox no task took (the run is ending)."""
@@ -249,7 +262,7 @@ class TaskEvaluator:
                         "built": prepared.image.built, "build_seconds": round(prepared.image.build_seconds, 3),
                         "pulled": prepared.image.pulled, "env_pulled": prepared.env_image.pulled,
                         "interpreter": prepared.interpreter, "build_logs": prepared.build_logs,
-                        "prepare_seconds": prepared.timings, "builds": prepared.builds,
+                        "prepare_seconds": prepared.timings, "builds": self._builds(instance.instance_id, prepared, ready, started),
                         "submodules": prepared.submodules,
                         "provenance": prepared.provenance}
         result.checksums.update({k: v for k, v in self.cache_key(task, prepared).items() if k != "image_inputs"})

@@ -64,6 +64,8 @@ class Prepared:
     provenance: dict = field(default_factory=lambda: {"source": "built"})
     #: the work this preparation did itself (harness.bookkeeping.builds): not what it found or waited for
     builds: list[dict] = field(default_factory=list)
+    #: the monotonic time ``builds`` count their ``at`` from (0: no recording)
+    opened: float = 0.0
 
     @property
     def build_logs(self) -> dict[str, str | None]:
@@ -140,6 +142,7 @@ class Preparer:
         with builds.recording() as made:
             prepared = self._prepare_built(instance)
         prepared.builds = [*self.ahead.take(instance.instance_id, opened), *made]
+        prepared.opened = opened
         return prepared
 
     def resolve(self, instance: Instance) -> None:

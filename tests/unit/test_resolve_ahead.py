@@ -112,7 +112,7 @@ def test_work_done_ahead_is_charged_once_to_its_task_on_its_own_timeline():
     assert len(ahead) == 1
     opened = time.monotonic()                             # the task's preparation starts later
     taken = ahead.take("x__y-1", opened)
-    assert [(e["kind"], e["name"], e["ahead"]) for e in taken] == [("wheelhouse", "3.9-abc", True)]
+    assert [(e["kind"], e["name"], e["ahead"]) for e in taken] == [("wheelhouse", "3.9-abc", "resolve")]
     assert taken[0]["at"] <= -0.05 and taken[0]["seconds"] >= 0.05
     assert ahead.take("x__y-1", opened) == []            # once
     assert ahead.take("x__y-2", opened) == []
@@ -129,3 +129,23 @@ def test_work_made_before_a_failure_ahead_is_kept_and_nothing_is_kept_for_no_wor
         pass                                              # everything found made
     assert len(ahead) == 1
     assert [e["kind"] for e in ahead.take("x__y-1", time.monotonic())] == ["py"]
+
+
+def test_a_pre_starts_work_its_task_did_not_take_reaches_the_task_later_and_on_its_clock():
+    ahead = builds.AheadWork()
+    prestart_opened = time.monotonic()
+    made = [{"kind": "inst", "name": "i", "at": 0.5, "seconds": 3.0, "own_seconds": 3.0}]
+    task_started = prestart_opened + 2.0                  # the task started while the pre-start built
+    ahead.keep("x__y-1", prestart_opened, made, "prestart")
+    ahead.keep("x__y-1", prestart_opened, [], "prestart")  # nothing made: nothing kept
+    taken = ahead.take("x__y-1", task_started)
+    assert taken == [{"kind": "inst", "name": "i", "at": -1.5, "seconds": 3.0, "own_seconds": 3.0,
+                      "ahead": "prestart"}]
+
+
+def test_entries_move_to_the_tasks_clock_keeping_an_earlier_mark():
+    entries = [{"kind": "wheelhouse", "at": -4.0, "ahead": "resolve"}, {"kind": "inst", "at": 1.0}]
+    moved = builds.on_clock(entries, since=10.0, opened=12.0, ahead="prestart")
+    assert moved == [{"kind": "wheelhouse", "at": -6.0, "ahead": "resolve"},
+                     {"kind": "inst", "at": -1.0, "ahead": "prestart"}]
+    assert builds.on_clock(entries[1:], since=10.0, opened=10.0) == [{"kind": "inst", "at": 1.0}]
