@@ -116,8 +116,7 @@ class AheadWork:
         monotonic start the task's own entries count from); empty when there is none."""
         with self._lock:
             kept = self._kept.pop(key, [])
-        return [dict(entry, at=round(float(entry["at"]) + since - opened, 3), ahead=by)
-                for since, entries, by in kept for entry in entries]
+        return [moved for since, entries, by in kept for moved in on_clock(entries, since, opened, by)]
 
     def __len__(self) -> int:
         with self._lock:

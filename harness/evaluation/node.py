@@ -124,8 +124,8 @@ class TaskEvaluator:
     def _builds(self, instance_id: str, prepared: Prepared, ready: Prestarted | None, started: float
                 ) -> list[dict]:
         """What the task built (harness.bookkeeping.builds) on its own clock: its preparation's
-        work (a pre-start's, when it took one, marked so), and work done for it ahead that
-        arrived after its preparation (a pre-start that found the task started)."""
+        work (a pre-start's, when it took one, marked so), and the work done for it ahead (the
+        resolution ahead; a pre-start that found the task started)."""
         own = (builds.on_clock(prepared.builds, prepared.opened, started, "prestart" if ready is not None else None)
                if prepared.opened else list(prepared.builds))
         return [*own, *self.preparer.ahead.take(instance_id, started)]

@@ -84,7 +84,7 @@ class Preparer:
         #: a harness.engine.prebuilt.PrebuiltSource: environments are pulled, not built
         self.prebuilt = None
         self._probed: dict[str, dict] = {}
-        #: work done by :meth:`resolve` for tasks that have not prepared yet
+        #: work done ahead of tasks (:meth:`resolve`, a late pre-start), taken when each reports
         self.ahead = builds.AheadWork()
 
     def use_prebuilt(self, source) -> None:
@@ -141,7 +141,7 @@ class Preparer:
         opened = time.monotonic()
         with builds.recording() as made:
             prepared = self._prepare_built(instance)
-        prepared.builds = [*self.ahead.take(instance.instance_id, opened), *made]
+        prepared.builds = made
         prepared.opened = opened
         return prepared
 
