@@ -39,6 +39,7 @@ from harness.inputs.instances import Instance
 from harness.inputs.repos import (GitDir, RepoResolver, RepositoryUnavailable, check_objects, export_tree,
                                   github_repo_name, missing_objects)
 from harness.inputs.specs import EnvSpec, SpecRegistry
+from harness.atomic import write_text_atomic
 from harness.locks import file_lock
 from harness.bookkeeping import builds
 from harness.preparation.requirements import Req, TargetPython, installer_pins, tree_requirements, yield_to_tree
@@ -364,15 +365,20 @@ class Preparer:
         cached = self.cache_dir / "tree-metadata" / f"{key}.json"
         if cached.exists():
             return json.loads(cached.read_text())
-        builder = Builder(self.images, interpreter)
-        with builds.timed("tree-metadata", key):
-            meta = builder.tree_metadata(tree, build_house.wheel_dir, build_house.lock_text, backend, backend_path,
-                                         prepare, spec.env_dict)
-        data = {"name": meta.name, "version": meta.version, "requires_dist": list(meta.requires_dist),
-                "extras": list(meta.extras), "backend": backend}
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        cached.with_suffix(".log").write_text(meta.log)
-        cached.write_text(json.dumps(data, indent=1))
+        # a task and its pre-start (or the resolution ahead) reach the same tree at once: one
+        # reads it, the other waits and takes the result
+        with file_lock(self.cache_dir / "locks", f"tree-metadata-{key}"):
+            if cached.exists():
+                return json.loads(cached.read_text())
+            builder = Builder(self.images, interpreter)
+            with builds.timed("tree-metadata", key):
+                meta = builder.tree_metadata(tree, build_house.wheel_dir, build_house.lock_text, backend,
+                                             backend_path, prepare, spec.env_dict)
+            data = {"name": meta.name, "version": meta.version, "requires_dist": list(meta.requires_dist),
+                    "extras": list(meta.extras), "backend": backend}
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            cached.with_suffix(".log").write_text(meta.log)
+            write_text_atomic(cached, json.dumps(data, indent=1))
         return data
 
 

@@ -149,3 +149,51 @@ def test_entries_move_to_the_tasks_clock_keeping_an_earlier_mark():
     assert moved == [{"kind": "wheelhouse", "at": -6.0, "ahead": "resolve"},
                      {"kind": "inst", "at": -1.0, "ahead": "prestart"}]
     assert builds.on_clock(entries[1:], since=10.0, opened=10.0) == [{"kind": "inst", "at": 1.0}]
+
+
+def test_a_trees_metadata_is_read_once_when_a_task_and_its_prestart_reach_it_together(tmp_path, monkeypatch):
+    """Verified's cold run at ea6d248 read 11 trees' metadata twice (the task and its pre-start at
+    once, 6–16 s each): the second caller now waits for the first and takes its result."""
+    from types import SimpleNamespace
+
+    from harness.preparation import preparer as preparer_module
+
+    calls: list[str] = []
+
+    class SlowBuilder:
+        def __init__(self, images, interpreter) -> None:
+            pass
+
+        def tree_metadata(self, tree, wheel_dir, lock_text, backend, backend_path, prepare, env):
+            calls.append(str(tree))
+            time.sleep(0.3)
+            return SimpleNamespace(name="pkg", version="1.0", requires_dist=("attrs>=1",), extras=(), log="read")
+
+    monkeypatch.setattr(preparer_module, "Builder", SlowBuilder)
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "setup.py").write_text("from setuptools import setup\nsetup(name='pkg', install_requires=['attrs>=1'])\n")
+    prep = preparer_module.Preparer.__new__(preparer_module.Preparer)
+    prep.cache_dir = tmp_path / "cache"
+    prep.images = None
+    prep._lock = lambda *args, **kwargs: SimpleNamespace(wheel_dir=tmp_path, lock_text="setuptools==1 --hash=sha256:0")
+    spec = SimpleNamespace(setup_files=(), pre_install=(), env=(), env_dict={})
+    interpreter = SimpleNamespace(version="3.9.2")
+    results: list[dict] = []
+    entries: list[dict] = []
+
+    def caller() -> None:
+        with builds.recording() as made:   # each caller's own record, as each task has one
+            results.append(prep._tree_metadata(spec, interpreter, tree, [], [], "setuptools.build_meta:__legacy__",
+                                               ""))
+        entries.extend(made)
+
+    threads = [threading.Thread(target=caller) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert calls == [str(tree)]
+    assert results[0] == results[1] == {"name": "pkg", "version": "1.0", "requires_dist": ["attrs>=1"],
+                                        "extras": [], "backend": "setuptools.build_meta:__legacy__"}
+    assert [entry["kind"] for entry in entries] == ["tree-metadata"]
