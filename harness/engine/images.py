@@ -316,16 +316,19 @@ RUN dpkg -i /tmp/harness-debs/*.deb > /tmp/dpkg.log 2>&1 || {{ cat /tmp/dpkg.log
 
     # ------------------------------------------------------------------ environment
     def environment(self, spec: EnvSpec, interpreter: Interpreter, lock_text: str, wheel_dir: Path,
-                    services: list[tuple[Any, str, Path]] | None = None) -> ImageRef:
+                    services: list[tuple[Any, str, Path]] | None = None, parent: ImageRef | None = None) -> ImageRef:
         """The environment layer: a root-owned venv installed offline from ``wheel_dir``,
-        plus one venv per local service (``services``: (ServiceSpec, lock text, wheel dir)).
+        plus one venv per local service (``services``: (ServiceSpec, lock text, wheel dir)),
+        on ``parent`` (default: the interpreter's image; a spec that keeps its compiler puts it
+        on the interpreter with the compiler, the sdist builder's image, so the compiler layer is
+        made once per interpreter and not again on every environment).
 
         ``lock_text`` is a pip requirements file with ``--hash`` for every line (pip,
         setuptools and wheel included); it decides the tag together with the
         interpreter image and the services' locks and build steps.
         """
         services = services or []
-        parent = interpreter.image
+        parent = parent or interpreter.image
         inputs = {"format": IMAGE_FORMAT, "base": parent.image_id, "lock": content_hash(lock_text, 64),
                   "python": interpreter.version, "venv": "copies", "site_hook": incontainer.site_hook_digest(),
                   "services": [[svc.name, content_hash(lock, 64), list(svc.build)] for svc, lock, _ in services]}

@@ -177,11 +177,7 @@ class Preparer:
         requirements, house, services = self._wheelhouses(spec, interpreter, export_dir)
         timings["wheelhouse"] = time.monotonic() - t
         t = time.monotonic()
-        env_image = self.images.environment(spec, interpreter, house.lock_text, house.wheel_dir, services)
-        compiler_env = None
-        if spec.compiler != "none":
-            compiler_env = self.images.with_compiler(env_image, self.images.suite_base(interpreter.suite,
-                                                                                       spec.apt_packages))
+        env_image, compiler_env = self._environment_images(spec, interpreter, house, services)
         timings["environment"] = time.monotonic() - t
         t = time.monotonic()
         image = self.images.instance(instance.repo_dirname, spec, env_image, export_dir, tree_sha,
@@ -265,7 +261,27 @@ class Preparer:
         interpreter = self.images.interpreter(spec.python, spec.interpreter, spec.apt_packages)
         requirements, tools, local = self.requirement_set(spec, interpreter, tree)
         house = self._lock(interpreter, requirements, tools, spec, local)
-        return self.images.environment(spec, interpreter, house.lock_text, house.wheel_dir), house.wheel_dir
+        return self._environment_images(spec, interpreter, house, [])[0], house.wheel_dir
+
+    def _environment_images(self, spec: EnvSpec, interpreter: Interpreter, house: LockedWheelhouse,
+                            services: list[tuple]) -> tuple[ImageRef, ImageRef | None]:
+        """(the environment image, the environment with the compiler or None), by the spec's
+        ``compiler``. ``keep``: the test image keeps the compiler, so the environment goes on the
+        interpreter with the compiler (the image the sdist builder already uses) and is both;
+        the compiler layer is made once per interpreter, not again on every environment.
+        ``build``: the builds compile on the environment plus the compiler, and the test image
+        (on the environment) never holds it."""
+        if spec.compiler == "keep":
+            with_cc = self.images.with_compiler(interpreter.image, self.images.suite_base(interpreter.suite,
+                                                                                          spec.apt_packages))
+            env_image = self.images.environment(spec, interpreter, house.lock_text, house.wheel_dir, services,
+                                                parent=with_cc)
+            return env_image, env_image
+        env_image = self.images.environment(spec, interpreter, house.lock_text, house.wheel_dir, services)
+        if spec.compiler == "build":
+            return env_image, self.images.with_compiler(env_image, self.images.suite_base(interpreter.suite,
+                                                                                           spec.apt_packages))
+        return env_image, None
 
     def _export(self, instance: Instance, spec: EnvSpec, repo_path: Path) -> tuple[Path, str, list]:
         repo = GitDir(repo_path)
