@@ -113,6 +113,11 @@ def test_a_further_instance_is_a_small_layer_unless_a_build_input_changed(tmp_pa
     run = _run(harness_run, tmp_path, repo, records, specs, "further", ["example__cext-A"])
     first = run.report("example__cext-A")
     assert first["status"] == "FULL", first["error_detail"]
+    # image builds compile without debug information (instance_layer.NO_DEBUG_INFO): the same
+    # code, smaller layers; the compiler kept in the image brings readelf
+    sections = run_once(engine, first["image"]["tag"], ["bash", "-c", "readelf -S /opt/harness/testbed/cext/_fast*.so"],
+                        user="1000:1000").decode()
+    assert ".text" in sections and ".debug_info" not in sections, sections
     run = _run(harness_run, tmp_path, repo, records, specs, "further", ["example__cext-B"])
     second = run.report("example__cext-B")
     assert second["status"] == "FULL", second["error_detail"]

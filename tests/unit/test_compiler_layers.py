@@ -60,3 +60,12 @@ def test_a_test_image_without_the_compiler_has_an_environment_without_it(compile
         assert with_cc.image_id == "cc(env(py,lock-a))"
     else:
         assert with_cc is None
+
+
+def test_image_builds_compile_without_debug_information_after_the_specs_own_flags():
+    from harness.engine.instance_layer import CCACHE_ENV, build_env
+    plain = build_env(SimpleNamespace(env=()))
+    assert plain["CFLAGS"] == plain["CXXFLAGS"] == "-g0"
+    assert {k: plain[k] for k in CCACHE_ENV} == CCACHE_ENV
+    own = build_env(SimpleNamespace(env=(("CFLAGS", "-O1 -g"), ("OTHER", "x"))))
+    assert own["CFLAGS"] == "-O1 -g -g0" and own["CXXFLAGS"] == "-g0" and "OTHER" not in own
