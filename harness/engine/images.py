@@ -12,7 +12,9 @@ interpreter): base → interpreter → environment → instance.
   base itself.
 * **compiler** (``harness-cc:<hash>``): any image plus the compiler packages of its suite
   (``dpkg -i`` of the downloaded ``.deb`` files, offline). The sdist builder is the
-  interpreter image with it; a spec's ``compiler: build|keep`` gets it on top of the env.
+  interpreter image with it. A spec's ``compiler: keep`` builds its environment on that
+  same image (the compiler is installed once per interpreter); ``compiler: build`` gets it
+  on top of the environment for the build only, so its test image never holds it.
 * **environment** (one per interpreter + locked requirement set): a root-owned virtual
   environment at ``/opt/harness/venv`` installed ``--no-index --require-hashes`` from the
   host's wheelhouse, pip itself included (bootstrapped from the lock's pip wheel), and the
