@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import functools
 import shutil
 import ssl
 import tarfile
-import threading
 import tomllib
 import urllib.request
 import zipfile
@@ -101,18 +101,14 @@ def index_project(name: str) -> dict:
 
 
 _INDEX_CACHE: dict[str, dict] = {}
-_TLS: list[ssl.SSLContext] = []
-_TLS_LOCK = threading.Lock()
 
 
+@functools.cache
 def _tls() -> ssl.SSLContext:
     """One verifying TLS context for the process: without it every request builds its own and
     loads the system's CA bundle again (a cold run's index look-ups spent about 20 CPU-s of the
     harness's on that, per 40 instances)."""
-    with _TLS_LOCK:
-        if not _TLS:
-            _TLS.append(ssl.create_default_context())
-        return _TLS[0]
+    return ssl.create_default_context()
 
 
 def newest_release(name: str, target: Target, as_of: str, sources_only: bool = False,

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import docker
 
+from harness.atomic import write_text_atomic
 from harness.engine.builder import Builder
 from harness.engine.images import ImageBuilder
 from harness.engine.layers import ImageRef, Interpreter
@@ -39,7 +40,6 @@ from harness.inputs.instances import Instance
 from harness.inputs.repos import (GitDir, RepoResolver, RepositoryUnavailable, check_objects, export_tree,
                                   github_repo_name, missing_objects)
 from harness.inputs.specs import EnvSpec, SpecRegistry
-from harness.atomic import write_text_atomic
 from harness.locks import file_lock
 from harness.bookkeeping import builds
 from harness.preparation.requirements import Req, TargetPython, installer_pins, tree_requirements, yield_to_tree
@@ -271,17 +271,15 @@ class Preparer:
         the compiler layer is made once per interpreter, not again on every environment.
         ``build``: the builds compile on the environment plus the compiler, and the test image
         (on the environment) never holds it."""
+        if spec.compiler == "none":
+            return self.images.environment(spec, interpreter, house.lock_text, house.wheel_dir, services), None
+        suite_base = self.images.suite_base(interpreter.suite, spec.apt_packages)
         if spec.compiler == "keep":
-            with_cc = self.images.with_compiler(interpreter.image, self.images.suite_base(interpreter.suite,
-                                                                                          spec.apt_packages))
             env_image = self.images.environment(spec, interpreter, house.lock_text, house.wheel_dir, services,
-                                                parent=with_cc)
+                                                parent=self.images.with_compiler(interpreter.image, suite_base))
             return env_image, env_image
         env_image = self.images.environment(spec, interpreter, house.lock_text, house.wheel_dir, services)
-        if spec.compiler == "build":
-            return env_image, self.images.with_compiler(env_image, self.images.suite_base(interpreter.suite,
-                                                                                           spec.apt_packages))
-        return env_image, None
+        return env_image, self.images.with_compiler(env_image, suite_base)
 
     def _export(self, instance: Instance, spec: EnvSpec, repo_path: Path) -> tuple[Path, str, list]:
         repo = GitDir(repo_path)
