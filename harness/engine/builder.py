@@ -7,22 +7,48 @@ from the wheelhouse's own lock of build tools (the spec's pip/setuptools/wheel p
 the build requirements), so a spec constrains its builds exactly as it constrains its
 environment. Each sdist is built on its own, so a failure names the package and the
 command; the whole output is returned for the build log.
+
+That virtual environment is installed once per (builder image, tools lock) and kept::
+
+    <cache>/build-tools/<key>/
+        venv/           the venv, made at /venv in a builder container (its scripts and
+                        pyvenv.cfg name /venv), then mounted read-only at /venv
+        install.log     the installer's output (each job's log starts with it)
+        COMPLETE        written last; a directory without it is never used
+
+It is made in a temporary directory beside it and renamed into place, under a lock on the
+key. Read-only, no job can change what the next one finds; the tree a job reads is
+mounted read-only too and copied inside the container (the export cache is never
+written). Before, each job installed the tools afresh (2-3 s) and sent the tree through the
+engine's archive call (1-2.6 s for sphinx, with .git).
 """
 
 from __future__ import annotations
 
 import io
 import json
+import os
 import shlex
+import shutil
 import tarfile
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from docker.types import Mount
 
 from harness.engine.images import ImageBuilder, venv_install
 from harness.engine.layers import Interpreter, tar_bytes
 from harness.errors import ImageBuildError
+from harness.hashing import content_hash
+from harness.locks import file_lock
 
 BUILD_TIMEOUT = 1800
+#: Bumped when how the build tools' venv is made changes (it is part of the cache key).
+TOOLS_VENV_FORMAT = 1
+TOOLS_VENV = "/venv"
+#: Where a job's tree is mounted read-only; the job works on a copy at /tree.
+TREE_SOURCE = "/tree-source"
 #: Run with the target interpreter inside the builder: the PEP 517 metadata hook of the
 #: tree's backend, or ``setup.py egg_info`` where the backend has none (old setuptools).
 METADATA_SCRIPT = r'''
@@ -70,44 +96,76 @@ class Builder:
         """The builder image's tag (content-keyed): it names what an sdist is built with."""
         return self.images.builder(self.interpreter).tag
 
-    def _container(self, env: dict[str, str] | None = None):
+    def _container(self, env: dict[str, str] | None = None, mounts: list[Mount] | None = None,
+                   tmpfs: dict[str, str] | None = None):
         image = self.images.builder(self.interpreter)
         container = self.images.client.containers.create(
             image.tag, command=["sleep", "infinity"], network_mode="none", working_dir="/build", user="0:0",
             environment={"PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "HOME": "/tmp", **(env or {})},
-            labels={"org.harness.owner": "harness-builder"})
+            mounts=mounts or [], tmpfs=tmpfs or {}, labels={"org.harness.owner": "harness-builder"})
         container.start()
         return container
-
-    def _put_dir(self, container, source: Path, arcname: str, tree_mtime: bool = False) -> None:
-        buffer = io.BytesIO()
-        with tarfile.open(fileobj=buffer, mode="w") as tar:
-            tar.add(str(source), arcname=arcname)
-        container.put_archive("/", buffer.getvalue())
 
     def _run(self, container, script: str, timeout: int = BUILD_TIMEOUT) -> tuple[int, str]:
         code, output = container.exec_run(["/usr/bin/timeout", str(timeout), "/bin/bash", "-c", script])
         return code, output.decode(errors="replace")
 
-    def _venv(self, container, tools_dir: Path, tools_lock: str) -> str:
-        """A venv at /venv with exactly the tools lock; returns the set-up log."""
-        self._put_dir(container, tools_dir, "tools")
-        container.put_archive("/", tar_bytes({"tools.lock": tools_lock.encode()}))
-        code, out = self._run(container, "set -e; " + venv_install(self.interpreter.executable, "/venv", "/tools",
-                                                                     "/tools.lock"))
-        if code != 0:
-            raise ImageBuildError(f"installing the build tools for Python {self.interpreter.version} failed "
-                                  f"(command: pip install --require-hashes -r tools.lock)", log=out)
-        return out
+    def tools_venv(self, tools_dir: Path, tools_lock: str) -> tuple[Path, str]:
+        """The host directory of a venv with exactly the tools lock, made once (see the
+        module's docstring), and the installer's log."""
+        image = self.images.builder(self.interpreter)
+        install = venv_install(self.interpreter.executable, TOOLS_VENV, "/tools", "/tools.lock")
+        key = content_hash({"format": TOOLS_VENV_FORMAT, "builder": image.image_id,
+                            "lock": content_hash(tools_lock, 64), "install": install})
+        root = self.images.cache_dir / "build-tools"
+        final = root / key
+        if not (final / "COMPLETE").is_file():
+            with file_lock(self.images.cache_dir / "locks", f"build-tools-{key}"):
+                if not (final / "COMPLETE").is_file():
+                    self._make_tools_venv(final, tools_dir, tools_lock, install)
+        log = (final / "install.log").read_text(errors="replace")
+        return final / "venv", f"# build tools: {final.name} (installed once, mounted read-only at {TOOLS_VENV})\n{log}"
+
+    def _make_tools_venv(self, final: Path, tools_dir: Path, tools_lock: str, install: str) -> None:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=final.parent))
+        try:
+            (staging / "venv").mkdir()
+            container = self._container(mounts=[Mount(TOOLS_VENV, str(staging / "venv"), type="bind"),
+                                                Mount("/tools", str(tools_dir), type="bind", read_only=True)])
+            try:
+                container.put_archive("/", tar_bytes({"tools.lock": tools_lock.encode()}))
+                code, out = self._run(container, "set -e; " + install)
+            finally:
+                container.remove(force=True, v=True)
+            if code != 0:
+                raise ImageBuildError(f"installing the build tools for Python {self.interpreter.version} failed "
+                                      f"(command: pip install --require-hashes -r tools.lock)", log=out)
+            (staging / "install.log").write_text(out)
+            (staging / "COMPLETE").write_text("")
+            if final.exists():  # an unfinished directory of an older layout: never used
+                shutil.rmtree(final, ignore_errors=True)
+            os.replace(staging, final)
+        finally:
+            if staging.exists():
+                shutil.rmtree(staging, ignore_errors=True)
+
+    def _mounts(self, tools_dir: Path, tools_lock: str, tree: Path | None = None) -> tuple[list[Mount], str]:
+        venv, log = self.tools_venv(tools_dir, tools_lock)
+        mounts = [Mount(TOOLS_VENV, str(venv), type="bind", read_only=True),
+                  Mount("/tools", str(tools_dir), type="bind", read_only=True)]
+        if tree is not None:
+            mounts.append(Mount(TREE_SOURCE, str(tree), type="bind", read_only=True))
+        return mounts, log
 
     def build_wheels(self, sdists: list[Path], tools_dir: Path, tools_lock: str, wheel_dir: Path,
                      env: dict[str, str] | None = None) -> str:
         """Build each sdist into a wheel in ``wheel_dir``. Returns the whole log; raises
         ImageBuildError naming the package and command when one fails."""
-        container = self._container(env)
-        log = []
+        mounts, venv_log = self._mounts(tools_dir, tools_lock)
+        container = self._container(env, mounts)
+        log = [venv_log]
         try:
-            log.append(self._venv(container, tools_dir, tools_lock))
             staging = {f"sdists/{p.name}": p.read_bytes() for p in sdists}
             container.put_archive("/", tar_bytes(staging))
             for sdist in sdists:
@@ -135,15 +193,17 @@ class Builder:
         """The tree's own name, version and requirements, read by its build backend in
         the builder after the spec's ``prepare`` steps (setup files, pre_install)."""
         from harness.preparation.requirements import parse_egg_requires, parse_metadata
-        container = self._container(env)
+        mounts, venv_log = self._mounts(tools_dir, tools_lock, tree)
+        # the copy on a tmpfs: creating a tree's files in the container's own overlay layer
+        # costs about 0.6 ms each (sphinx's 4,200: 2.8 s), on a tmpfs 0.04 ms
+        container = self._container(env, mounts, tmpfs={"/tree": "exec,mode=0755"})
         try:
-            log = [self._venv(container, tools_dir, tools_lock)]
-            self._put_dir(container, tree, "tree")
+            log = [venv_log]
             container.put_archive("/", tar_bytes({"metadata.py": METADATA_SCRIPT.encode()}))
             steps = "\n".join(prepare)
             command = (f"/venv/bin/python /metadata.py /tree /meta {shlex.quote(backend)} "
                        f"{shlex.quote(backend_path)}")
-            code, out = self._run(container, f"set -e\nmkdir -p /meta\ncd /tree\n{steps}\n"
+            code, out = self._run(container, f"set -e\ncp -a {TREE_SOURCE}/. /tree/\nmkdir -p /meta\ncd /tree\n{steps}\n"
                                              f"PATH=/venv/bin:$PATH {command}", timeout=600)
             log.append(f"$ {command}\n{out}")
             marker = [line for line in out.splitlines() if line.startswith("HARNESS-METADATA ")]
