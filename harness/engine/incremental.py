@@ -108,14 +108,15 @@ def rebuild(images: LayerBuilder, delta: Delta, spec: EnvSpec, tree_dir: Path, t
     env = {**ccache_env, "HOME": f"{WORK}/home",
            "PATH": f"/usr/lib/ccache:{VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
     base = client.images.get(delta.base.tag)
-    # no owner label on this container: a commit keeps the container's labels in the image
-    container = client.containers.create(base.id, command=["sleep", "infinity"], network_mode="none", user="0:0",
+    # no owner label and no user on this container: a commit keeps the container's labels and
+    # user in the image (each step runs as root by its own exec)
+    container = client.containers.create(base.id, command=["sleep", "infinity"], network_mode="none",
                                          working_dir="/", mounts=[Mount(target=ccache_mount, source=str(host_cache),
                                                                         type="bind")])
 
     def run(script: str, what: str, timeout: int = 600, fatal: bool = True) -> str:
         code, output = container.exec_run(["/usr/bin/timeout", str(timeout), "/bin/bash", "-c", script],
-                                          workdir="/", environment=env)
+                                          workdir="/", environment=env, user="0:0")
         text = output.decode(errors="replace")
         log.append(f"# {what} (exit {code}, {time.monotonic() - started:.1f} s)\n{text[-4000:]}")
         if code != 0 and fatal:
@@ -123,7 +124,7 @@ def rebuild(images: LayerBuilder, delta: Delta, spec: EnvSpec, tree_dir: Path, t
         return text
 
     def read_json(path: str) -> dict:
-        code, output = container.exec_run(["cat", path])
+        code, output = container.exec_run(["cat", path], user="0:0")
         if code != 0:
             raise NotIncremental(f"{path} was not written (see the step's log)")
         return json.loads(output)
@@ -183,7 +184,7 @@ def rebuild(images: LayerBuilder, delta: Delta, spec: EnvSpec, tree_dir: Path, t
         run(f"set -e; cd {PRISTINE_TREE}; xargs -0 -r touch -c -h -d @{TREE_MTIME} -- < {WORK}/changed.list; "
             f"find {PRISTINE_TREE} -newer {STAMP} -exec chown -h {uid}:{uid} {{}} +; "
             f"rm -rf {WORK} {STAMP}; rm -rf /testbed; mkdir /testbed; chown {uid}:{uid} /testbed", "finish")
-        container.stop(timeout=1)
+        container.kill()   # sleep, as process 1, ignores a stop's SIGTERM: that waited out its second
         # the image's configuration is the earlier instance's (not this container's command,
         # user or build environment), with this instance's labels
         config = base.attrs["Config"]

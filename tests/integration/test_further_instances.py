@@ -323,8 +323,10 @@ versions:
 
 
 def test_what_the_install_writes_into_the_tree_is_in_the_image(tmp_path, harness_run, engine):
-    """The no-compiler path (one docker build): files the install wrote in /testbed are
-    copied back into the pristine tree, with the test user owning them."""
+    """The no-compiler path (the install committed from a build container): files the install
+    wrote in /testbed are copied back into the pristine tree, with the test user owning them;
+    the image is one layer on the environment, configured as the environment plus the spec's
+    variables, with an empty /testbed and no second copy of the tree."""
     repo = tmp_path / "pure"
     repo.mkdir()
     _git(repo, "init", "-q", "-b", "main")
@@ -350,3 +352,13 @@ def test_what_the_install_writes_into_the_tree_is_in_the_image(tmp_path, harness
                                                         "/opt/harness/testbed/pure/gen/deep/mark",
                                                         "/opt/harness/testbed/pure.egg-info/PKG-INFO"]).decode()
     assert [line.split()[0] for line in listing.splitlines()] == ["harness"] * 3, listing
+    image, env = engine.images.get(report["image"]["tag"]), engine.images.get(report["image"]["env_id"])
+    assert image.attrs["RootFS"]["Layers"][:-1] == env.attrs["RootFS"]["Layers"]   # one layer on the environment
+    config, env_config = image.attrs["Config"], env.attrs["Config"]
+    assert config["Env"] == [*env_config["Env"], f"HARNESS_TEST_SALT={tmp_path.name}"]
+    assert (config["User"], config["Cmd"], config["WorkingDir"]) == (env_config["User"], env_config["Cmd"], "/testbed")
+    assert config["Labels"]["org.harness.kind"] == "inst" and "org.harness.owner" not in config["Labels"]
+    shape = run_once(engine, report["image"]["tag"], ["sh", "-c", "stat -c '%U %a' /testbed; ls -A /testbed | wc -l; "
+                                                                   "ls /opt/harness"]).decode().split("\n")
+    assert shape[:2] == ["harness 755", "0"], shape
+    assert "install.sh" in shape and ".install-stamp" not in shape, shape
