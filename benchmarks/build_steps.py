@@ -4,9 +4,11 @@ in a child process that imports that checkout's ``harness``, and the steps it to
 from its build records (``Prepared.builds``: kind, own seconds, ahead or not). Sides alternate
 by round with a rotating order; each round starts from empty caches.
 
-The instance layers a checkout builds are removed before each round (their tags are content
+The instance layers a checkout builds are removed before each side (their tags are content
 keys: a side would otherwise find the image the other side, or its own earlier round, made),
-and so are the environments when ``--rebuild-environments`` is given.
+and so are the environments when ``--rebuild-environments`` is given. An image made before
+the script started cannot be known before a side has prepared it: the first round is a
+warm-up that finds out the tags and is not counted (``--warm-up 0`` skips it).
 
 ::
 
@@ -98,12 +100,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkout", type=Path, action="append", required=True)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--rebuild-environments", action="store_true")
+    parser.add_argument("--warm-up", type=int, default=1, help="uncounted rounds first (default 1)")
     parser.add_argument("--python", default=str(Path(sys.executable)))
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     rounds: list[dict] = []
     made: set[str] = set()
-    for index in range(args.rounds):
+    for index in range(args.warm_up + args.rounds):
         order = args.checkout[index % len(args.checkout):] + args.checkout[:index % len(args.checkout)]
         sides = {}
         for checkout in order:
@@ -113,9 +116,10 @@ def main(argv: list[str] | None = None) -> int:
             if args.rebuild_environments:
                 made |= {i["env"] for i in side["instances"]}
             sides[str(checkout)] = side
-            print(f"round {index + 1} {checkout}: {side['wall']:.1f} s; "
+            print(f"{'warm-up' if index < args.warm_up else 'round'} {index + 1} {checkout}: {side['wall']:.1f} s; "
                   + ", ".join(f"{k} {v:.1f}" for k, v in sorted(kinds(side).items())), flush=True)
-        rounds.append(sides)
+        if index >= args.warm_up:
+            rounds.append(sides)
     remove_images(made)
     print("\nmedians over rounds (s of the builds' own time, by kind; the wall time of the whole preparation)")
     for checkout in args.checkout:
