@@ -107,11 +107,17 @@ def build_instance(images: LayerBuilder, name_hint: str, spec: EnvSpec, env: Ima
         labels[f"{LABEL_PREFIX}.compiler"] = spec.compiler
         with tempfile.TemporaryDirectory(prefix="harness-ctx-") as tmp:
             tree_tar = Path(tmp) / "testbed.tar"
-            with tarfile.open(tree_tar, "w") as tar:
-                tar.add(str(tree_dir), arcname=".", filter=tree_tarinfo)
+
+            def whole_tree() -> Path:
+                # only the paths that put the whole tree in need it (not a small layer on an
+                # earlier instance, nor an incremental rebuild)
+                if not tree_tar.exists():
+                    with tarfile.open(tree_tar, "w") as tar:
+                        tar.add(str(tree_dir), arcname=".", filter=tree_tarinfo)
+                return tree_tar
             if not has_install:
                 dockerfile = f"FROM {final_parent.tag}\n{env_lines}ADD testbed.tar {PRISTINE_TREE}/\nWORKDIR /testbed\n"
-                images.docker_build(tag, dockerfile, {"testbed.tar": tree_tar}, labels)
+                images.docker_build(tag, dockerfile, {"testbed.tar": whole_tree()}, labels)
                 return
             family = reuse.family_key(inputs)
             labels[f"{LABEL_PREFIX}.family"] = family
@@ -145,10 +151,10 @@ def build_instance(images: LayerBuilder, name_hint: str, spec: EnvSpec, env: Ima
             if planned is None:
                 if spec.compiler == "none" and not spec.downloads:
                     # no compiler cache to mount: the install committed in one layer
-                    log, written = _install_committed(images, env, spec, tag, tree_tar, script, labels)
+                    log, written = _install_committed(images, env, spec, tag, whole_tree(), script, labels)
                 else:
                     build_parent = compiler_env if spec.compiler != "none" else env
-                    log, written = _install_in_container(images, build_parent, spec, tree_tar, script, delta,
+                    log, written = _install_in_container(images, build_parent, spec, whole_tree(), script, delta,
                                                          ccache_key)
                     dockerfile = f"FROM {final_parent.tag}\n{env_lines}ADD delta.tar /\nWORKDIR /testbed\n"
                     images.docker_build(tag, dockerfile, {"delta.tar": delta}, labels)
