@@ -143,7 +143,7 @@ class Builder:
                                       f"(command: pip install --require-hashes -r tools.lock)", log=out)
             (staging / "install.log").write_text(out)
             (staging / "COMPLETE").write_text("")
-            if final.exists():  # an unfinished directory of an older layout: never used
+            if final.exists():  # a directory without its marker (an interrupted or damaged one): never used
                 shutil.rmtree(final, ignore_errors=True)
             os.replace(staging, final)
         finally:
