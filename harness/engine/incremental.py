@@ -44,7 +44,7 @@ from pathlib import Path
 import docker.errors
 from docker.types import Mount
 
-from harness.engine.layers import PRISTINE_TREE, TREE_MTIME, VENV, LayerBuilder, tar_bytes
+from harness.engine.layers import PRISTINE_TREE, TREE_MTIME, VENV, LayerBuilder, commit_instance, tar_bytes
 from harness.engine.instance_reuse import Delta, delete_listed, write_delta
 from harness.errors import ImageBuildError
 from harness.inputs.repos import GitDir
@@ -187,11 +187,7 @@ def rebuild(images: LayerBuilder, delta: Delta, spec: EnvSpec, tree_dir: Path, t
         container.kill()   # sleep, as process 1, ignores a stop's SIGTERM: that waited out its second
         # the image's configuration is the earlier instance's (not this container's command,
         # user or build environment), with this instance's labels
-        config = base.attrs["Config"]
-        repository, name = tag.split(":", 1)
-        container.commit(repository, name, conf={
-            "Cmd": config.get("Cmd"), "Entrypoint": config.get("Entrypoint"), "User": config.get("User") or "",
-            "WorkingDir": "/testbed", "Env": config.get("Env"), "Labels": {**(config.get("Labels") or {}), **labels}})
+        commit_instance(container, base.attrs["Config"], tag, labels)
         log.append(f"# incremental {what}: {time.monotonic() - started:.1f} s; extensions redefined: "
                    f"{list(changes.redefined)}, removed: {list(changes.removed)}; declarations that differ: "
                    f"{list(changes.installed)}")

@@ -43,8 +43,8 @@ from docker.types import Mount
 
 from harness.engine import incremental
 from harness.engine import instance_reuse as reuse
-from harness.engine.layers import (IMAGE_FORMAT, LABEL_PREFIX, PRISTINE_TREE, VENV, ImageRef, LayerBuilder, tag_safe,
-                                   tar_bytes, tree_tarinfo)
+from harness.engine.layers import (IMAGE_FORMAT, LABEL_PREFIX, PRISTINE_TREE, VENV, ImageRef, LayerBuilder, commit_instance,
+                                   tag_safe, tar_bytes, tree_tarinfo)
 from harness.errors import ImageBuildError
 from harness.hashing import content_hash
 from harness.inputs.repos import GitDir
@@ -214,23 +214,15 @@ def _install_committed(images: LayerBuilder, env: ImageRef, spec: EnvSpec, tag: 
                                           environment=dict(spec.env))
         log = output.decode(errors="replace")
         if code != 0:
-            from harness.preparation.requirements import failing_package
-            failed = [line for line in log.splitlines() if line.startswith("harness: install step failed")]
-            step = failed[-1].split(": ", 2)[-1] if failed else "(see the log)"
             path = images.keep_log(tag, f"# the install, in a build container of {env.tag} (failed, exit {code})\n"
                                         f"# run\n{run}\n# output\n{log}")
-            raise ImageBuildError(f"installing {spec.repo}@{spec.version} failed at package "
-                                  f"{failing_package(log) or spec.repo}; command: {step}", log=log, log_path=str(path))
+            raise _install_failed(spec, code, log, str(path))
         code, listed = container.exec_run(["cat", WRITTEN], user="0:0")
         if code != 0:
             raise ImageBuildError(f"the install of {spec.repo}@{spec.version} left no list of what it wrote", log=log)
         container.kill()
         config = base.attrs["Config"]
-        environment = _with_variables(config.get("Env") or [], dict(spec.env))
-        repository, name = tag.split(":", 1)
-        container.commit(repository, name, conf={
-            "Cmd": config.get("Cmd"), "Entrypoint": config.get("Entrypoint"), "User": config.get("User") or "",
-            "WorkingDir": "/testbed", "Env": environment, "Labels": {**(config.get("Labels") or {}), **labels}})
+        commit_instance(container, config, tag, labels, _with_variables(config.get("Env") or [], dict(spec.env)))
         seconds = time.monotonic() - started
         images.keep_log(tag, f"# the install, in a build container of {env.tag}, committed ({seconds:.1f} s)\n"
                              f"# run\n{run}\n# output\n{log}")
@@ -238,6 +230,16 @@ def _install_committed(images: LayerBuilder, env: ImageRef, spec: EnvSpec, tag: 
         container.remove(force=True, v=True)
     written = [p[2:] for p in listed.decode(errors="surrogateescape").split("\0") if p.startswith("./")]
     return "(the install ran in a build container: its output is in this log below)", written
+
+
+def _install_failed(spec: EnvSpec, code: int, log: str, log_path: str | None = None) -> ImageBuildError:
+    """The error of a failed install: the package it failed at and the step (the install
+    script's trap names it), with the whole output."""
+    from harness.preparation.requirements import failing_package
+    failed = [line for line in log.splitlines() if line.startswith("harness: install step failed")]
+    step = failed[-1].split(": ", 2)[-1] if failed else "(see the log)"
+    return ImageBuildError(f"installing {spec.repo}@{spec.version} failed (exit {code}) at package "
+                           f"{failing_package(log) or spec.repo}; command: {step}", log=log, log_path=log_path)
 
 
 def _with_variables(environment: list[str], variables: dict[str, str]) -> list[str]:
@@ -290,12 +292,7 @@ def _install_in_container(images: LayerBuilder, parent: ImageRef, spec: EnvSpec,
                                            f"{prepare} && bash /opt/harness/install.sh"], workdir="/")
         log = output.decode(errors="replace")
         if code != 0:
-            from harness.preparation.requirements import failing_package
-            failed = [l for l in log.splitlines() if l.startswith("harness: install step failed")]
-            step = failed[-1].split(": ", 2)[-1] if failed else "(see the log)"
-            package = failing_package(log) or spec.repo
-            raise ImageBuildError(f"installing {spec.repo}@{spec.version} failed (exit {code}) at package "
-                                  f"{package}; command: {step}", log=log)
+            raise _install_failed(spec, code, log)
         code, output = container.exec_run(["/bin/bash", "-c", collect], workdir="/")
         if code != 0:
             raise ImageBuildError(f"collecting the installed tree failed: {output.decode(errors='replace')[-2000:]}")

@@ -182,3 +182,17 @@ def normalise_tarinfo(info: tarfile.TarInfo) -> tarfile.TarInfo:
     info.uid = info.gid = 1000
     info.uname = info.gname = ""
     return info
+
+
+def commit_instance(container: Any, base_config: dict, tag: str, labels: dict[str, str],
+                    environment: list[str] | None = None) -> None:
+    """Commit a build container as the instance image ``tag``: the configuration of the image
+    it was made from (``base_config``: command, entrypoint, user; ``environment`` instead of its
+    variables when given), /testbed as the working directory, ``labels`` over its labels. The
+    container must carry no user and no labels of its own: a commit keeps them in the image."""
+    repository, name = tag.split(":", 1)
+    container.commit(repository, name, conf={
+        "Cmd": base_config.get("Cmd"), "Entrypoint": base_config.get("Entrypoint"),
+        "User": base_config.get("User") or "", "WorkingDir": "/testbed",
+        "Env": base_config.get("Env") if environment is None else environment,
+        "Labels": {**(base_config.get("Labels") or {}), **labels}})
