@@ -53,7 +53,7 @@ from harness.errors import ImageBuildError
 from harness.hashing import content_hash
 from harness.locks import file_lock
 from harness.engine.layers import (DEBIAN_PYTHON, IMAGE_FORMAT, LABEL_PREFIX, PYTHON, VENV, BaseDefinition, ImageRef,
-                                   Interpreter, add_bytes, normalise_tarinfo)
+                                   Interpreter, add_bytes, label_instruction, normalise_tarinfo)
 from harness.inputs.specs import EnvSpec
 
 
@@ -171,7 +171,11 @@ class ImageBuilder:
     def docker_build(self, tag: str, dockerfile: str, files: dict[str, Path | bytes],
                      labels: dict[str, str]) -> Any:
         """Build from a generated context with no network. The whole log is kept;
-        raises ImageBuildError with it when the build fails."""
+        raises ImageBuildError with it when the build fails. The labels are one instruction
+        at the end of the Dockerfile (:func:`label_instruction`), checked on the image."""
+        instruction = label_instruction(labels)
+        if instruction is not None:
+            dockerfile = f"{dockerfile.rstrip(chr(10))}\n{instruction}\n"
         with tempfile.TemporaryFile() as context:
             with tarfile.open(fileobj=context, mode="w") as tar:
                 add_bytes(tar, "Dockerfile", dockerfile.encode())
@@ -182,7 +186,7 @@ class ImageBuilder:
                         tar.add(str(src), arcname=name, filter=normalise_tarinfo)
             context.seek(0)
             try:
-                log = stream_build(self.client, context, tag, labels)
+                log = stream_build(self.client, context, tag, {} if instruction is not None else labels)
             except ImageBuildError as exc:
                 path = self.keep_log(tag, f"# Dockerfile\n{dockerfile}\n# log\n{exc.log}")
                 exc.log_path = str(path)
@@ -191,6 +195,11 @@ class ImageBuilder:
         image = self.find(tag)
         if image is None:
             raise ImageBuildError(f"building {tag} produced no image", log=log)
+        wrong = sorted(k for k, v in labels.items() if (image.labels or {}).get(k) != v)
+        if wrong:  # a label that does not say what was built would name the wrong inputs
+            self.client.images.remove(image.id, force=True)
+            raise ImageBuildError(f"building {tag}: the image's labels {', '.join(wrong)} are not the ones given",
+                                  log=log)
         return image
 
     # ------------------------------------------------------------------ base (per suite)

@@ -143,7 +143,9 @@ def build_instance(images: LayerBuilder, name_hint: str, spec: EnvSpec, env: Ima
             elif planned is not None:
                 reuse.write_delta(planned, tree_dir, delta, images.bases.uid)
                 labels[f"{LABEL_PREFIX}.reused-from"] = planned.base.tag
-                images.docker_build(tag, reuse.dockerfile(planned.base.tag), {"delta.tar": delta}, labels)
+                removal = reuse.commit_small_layer(images, planned.base.tag, delta, tag, labels)
+                images.keep_log(tag, f"# committed on {planned.base.tag}: the delta added, the listed files removed\n"
+                                     f"# output of the removal\n{removal}")
                 rewritten = planned.base.rewritten
                 note = (f"# built on {planned.base.tag} (same version, no build input changed): "
                         f"{len(planned.changed)} files changed, {len(planned.deleted)} removed, "

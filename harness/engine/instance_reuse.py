@@ -6,7 +6,7 @@ After a full instance build (the tree installed in a build container, see
 the tree: environment, compiler, install steps, environment variables), the export it
 was built from, and the tracked files its install rewrote (a ``sed`` in ``pre_install``).
 
-A later instance of the same family is built ``FROM`` such an image — only one built from
+A later instance of the same family is built on such an image — only one built from
 an *earlier or the same* commit, so that nothing an install derived from its tree (an
 egg-info's file list, a long description) can tell an instance about its future — when the difference
 between the two exports touches no *build input*: the spec's ``compiled_sources``
@@ -34,7 +34,8 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.engine.layers import PRISTINE_TREE, TREE_MTIME, LayerBuilder
+from harness.engine.layers import PRISTINE_TREE, TREE_MTIME, LayerBuilder, commit_instance
+from harness.errors import ImageBuildError
 from harness.hashing import content_hash
 from harness.inputs.repos import GitDir
 
@@ -231,7 +232,30 @@ def delete_listed() -> str:
             f"fi; rm -f {DELETE_LIST}")
 
 
-def dockerfile(base_tag: str) -> str:
-    """FROM the earlier instance, the delta added, removed files (and directories left
-    empty by them) deleted."""
-    return f"FROM {base_tag}\nADD delta.tar /\nRUN set -e; {delete_listed()}\n"
+def commit_small_layer(images: LayerBuilder, base_tag: str, delta: Path, tag: str, labels: dict[str, str]) -> str:
+    """The small layer as one commit: a container of the earlier instance's image gets the
+    delta (:func:`write_delta`: the tar keeps its owners and times), deletes what it lists,
+    and is committed with that image's configuration and ``labels`` over its labels.
+    Returns what the removal printed, for the build log.
+
+    A Dockerfile build (``ADD``, ``RUN``, ``LABEL``) made the same files in two layers and
+    three steps, and its first layer kept the delete list its second removed."""
+    client = images.client
+    base = client.images.get(base_tag)
+    config = base.attrs["Config"]
+    # no labels and no user of its own: a commit keeps them in the image (each step runs as root)
+    container = client.containers.create(base.id, command=["sleep", "infinity"], network_mode="none",
+                                         working_dir="/")
+    try:
+        container.start()
+        with open(delta, "rb") as handle:
+            container.put_archive("/", handle)
+        code, output = container.exec_run(["/bin/sh", "-c", f"set -e; {delete_listed()}"], user="0:0", workdir="/")
+        if code != 0:
+            raise ImageBuildError(f"{tag}: removing the files its tree no longer has failed on {base_tag} (exit {code})",
+                                  log=output.decode(errors="replace"))
+        container.kill()   # sleep, as process 1, ignores a stop's SIGTERM
+        commit_instance(container, config, tag, labels)
+        return output.decode(errors="replace")
+    finally:
+        container.remove(force=True, v=True)

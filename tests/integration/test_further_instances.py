@@ -85,8 +85,9 @@ def cext(tmp_path):
                         "PASS_TO_PASS": ["tests/test_cext.py::test_twice"]})
     specs = tmp_path / "specs"
     specs.mkdir()
-    # a salt of this test's own: images are built here, not found from an earlier session
-    (specs / "example__cext.yaml").write_text(SPEC.format(salt=tmp_path.name))
+    # a salt of its own: images are built here, not found from an earlier session (tmp_path.name,
+    # the salt before, is the same in every session)
+    (specs / "example__cext.yaml").write_text(SPEC.format(salt=uuid.uuid4().hex[:12]))
     return repo, records, specs
 
 
@@ -125,6 +126,7 @@ def test_a_further_instance_is_a_small_layer_unless_a_build_input_changed(tmp_pa
     assert image.labels.get("org.harness.reused-from") == first["image"]["tag"]
     # the new layer holds what differs, nothing of the earlier instance's commit
     check = ("cd /opt/harness/testbed && test ! -e cext/old_notes.txt && grep -q \"'!!'\" cext/__init__.py "
+             "&& test \"$(stat -c %u:%g:%Y cext/__init__.py)\" = 1000:1000:946684800 && test ! -e /opt/harness/.delete-list "
              "&& ls cext/_fast*.so && test -d build && git rev-list --all --count "
              "&& test $(git count-objects -v | awk '/^count:/ {print $2}') -eq $(git rev-list --objects --all | wc -l)")
     out = run_once(engine, image.id, ["bash", "-c", check], user="1000:1000").decode()
@@ -132,6 +134,11 @@ def test_a_further_instance_is_a_small_layer_unless_a_build_input_changed(tmp_pa
     history = engine.api.history(image.id)
     own_layers = history[: [h["Id"] for h in history].index(engine.images.get(first["image"]["tag"]).id)]
     assert 0 < sum(layer["Size"] for layer in own_layers) < 200_000, own_layers
+    # one commit (the delta and the removals together), with the earlier instance's configuration
+    assert len(own_layers) == 1, [layer["CreatedBy"] for layer in own_layers]
+    keys = ("Env", "User", "WorkingDir", "Cmd", "Entrypoint")
+    earlier = engine.images.get(first["image"]["tag"]).attrs["Config"]
+    assert {k: image.attrs["Config"].get(k) for k in keys} == {k: earlier.get(k) for k in keys}
     # a requirements file changed: a full build again
     run = _run(harness_run, tmp_path, repo, records, specs, "further", ["example__cext-C"])
     third = run.report("example__cext-C")
