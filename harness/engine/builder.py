@@ -37,7 +37,8 @@ from pathlib import Path
 
 from docker.types import Mount
 
-from harness.engine.images import ImageBuilder, venv_install
+from harness.engine.environment_layer import venv_install
+from harness.engine.images import ImageBuilder
 from harness.engine.layers import Interpreter, tar_bytes
 from harness.errors import ImageBuildError
 from harness.hashing import content_hash

@@ -52,7 +52,9 @@ from harness.bookkeeping import builds
 from harness.errors import ImageBuildError
 from harness.hashing import content_hash
 from harness.locks import file_lock
-from harness.engine.layers import (DEBIAN_PYTHON, IMAGE_FORMAT, LABEL_PREFIX, PYTHON, VENV, BaseDefinition, ImageRef,
+from harness.engine.environment_layer import LAYOUT as ENV_LAYOUT
+from harness.engine.environment_layer import build_environment
+from harness.engine.layers import (DEBIAN_PYTHON, IMAGE_FORMAT, LABEL_PREFIX, PYTHON, BaseDefinition, ImageRef,
                                    Interpreter, add_bytes, label_instruction, normalise_tarinfo)
 from harness.inputs.specs import EnvSpec
 
@@ -340,7 +342,7 @@ RUN dpkg -i /tmp/harness-debs/*.deb > /tmp/dpkg.log 2>&1 || {{ cat /tmp/dpkg.log
         """
         services = services or []
         parent = parent or interpreter.image
-        inputs = {"format": IMAGE_FORMAT, "base": parent.image_id, "lock": content_hash(lock_text, 64),
+        inputs = {"format": IMAGE_FORMAT, "layout": ENV_LAYOUT, "base": parent.image_id, "lock": content_hash(lock_text, 64),
                   "python": interpreter.version, "venv": "copies", "site_hook": incontainer.site_hook_digest(),
                   "services": [[svc.name, content_hash(lock, 64), list(svc.build)] for svc, lock, _ in services]}
         inputs_hash = content_hash(inputs)
@@ -348,35 +350,11 @@ RUN dpkg -i /tmp/harness-debs/*.deb > /tmp/dpkg.log 2>&1 || {{ cat /tmp/dpkg.log
         exe = interpreter.executable
 
         def build() -> None:
-            dockerfile = f"""FROM {parent.tag}
-COPY wheels/ /opt/harness/wheels/
-COPY requirements.lock /opt/harness/requirements.lock
-COPY site-hook.pth /opt/harness/site-hook.pth
-RUN set -e; {venv_install(exe, VENV, "/opt/harness/wheels", "/opt/harness/requirements.lock")}; \\
-    {PYTHON} -m pip freeze --all > /opt/harness/installed.txt; \\
-    {incontainer.site_hook_shell(PYTHON, "/opt/harness/site-hook.pth")}; \\
-    {incontainer.site_hook_shell(exe, "/opt/harness/site-hook.pth")}; \\
-    chmod -R go-w {VENV}
-ENV PATH={VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \\
-    PIP_NO_INDEX=1 PIP_FIND_LINKS=/opt/harness/wheels PIP_DISABLE_PIP_VERSION_CHECK=1
-"""
-            files: dict[str, Path | bytes] = {"wheels": wheel_dir, "requirements.lock": lock_text.encode(),
-                                              "site-hook.pth": incontainer.site_hook("")[1]}
-            for svc, lock, svc_wheels in services:
-                home = f"/opt/harness/services/{svc.name}"
-                files[f"services/{svc.name}/wheels"] = svc_wheels
-                files[f"services/{svc.name}/requirements.lock"] = lock.encode()
-                files[f"services/{svc.name}/build.sh"] = ("set -e\ncd " + home + "\n" + "\n".join(svc.build)
-                                                          + "\n").encode()
-                dockerfile += f"""COPY services/{svc.name}/ {home}/
-RUN set -e; {venv_install(exe, home + "/venv", home + "/wheels", home + "/requirements.lock")}; \\
-    PATH={home}/venv/bin:$PATH bash {home}/build.sh; chmod -R go-w {home}
-"""
             labels = self.labels("env", inputs_hash, inputs)
             labels[f"{LABEL_PREFIX}.python"] = PYTHON
             labels[f"{LABEL_PREFIX}.python-version"] = interpreter.version
             labels[f"{LABEL_PREFIX}.python-source"] = interpreter.source.describe()
-            self.docker_build(tag, dockerfile, files, labels)
+            build_environment(self, tag, parent.image_id, exe, lock_text, wheel_dir, services, labels)
 
         return self.cached(tag, "env", inputs_hash, build, parent_id=parent.image_id)
 
@@ -389,20 +367,6 @@ RUN set -e; {venv_install(exe, home + "/venv", home + "/wheels", home + "/requir
             self.client.images.remove(ref, noprune=False)
         except (NotFound, APIError):
             pass
-
-
-def venv_install(python: str, venv: str, wheels: str, lock: str) -> str:
-    """Shell: a venv without the interpreter's own bundled pip, then pip from the lock's
-    own pip wheel installs the whole lock (pip included) offline with hashes.
-
-    The venv's interpreter is a copy, not a symlink: a tool that links to
-    ``sys.executable`` elsewhere (tox-current-env's ``.tox/<env>/bin/python``, as sphinx's
-    tests run) must still find the venv (CPython resolves symlinks of its executable
-    before it looks for ``pyvenv.cfg``), as it does in SWE-bench's conda environments."""
-    return (f"{python} -m venv --copies --without-pip {venv}; "
-            f"pipwhl=$(ls {wheels}/pip-*.whl | head -n1); "
-            f"{venv}/bin/python \"$pipwhl/pip\" install --quiet --no-index --no-deps --disable-pip-version-check "
-            f"--no-warn-script-location --find-links {wheels} --require-hashes -r {lock}")
 
 
 def stream_build(client: docker.DockerClient, context, tag: str, labels: dict[str, str],

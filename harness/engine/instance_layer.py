@@ -44,7 +44,8 @@ from docker.types import Mount
 from harness.engine import incremental
 from harness.engine import instance_reuse as reuse
 from harness.engine.layers import (IMAGE_FORMAT, LABEL_PREFIX, PRISTINE_TREE, VENV, ImageRef, LayerBuilder, commit_instance,
-                                   tag_safe, tar_bytes, tree_tarinfo)
+                                   put_tree_shell, tag_safe, tar_bytes, tree_mount, tree_tarinfo,
+                                   with_variables)
 from harness.errors import ImageBuildError
 from harness.hashing import content_hash
 from harness.inputs.repos import GitDir
@@ -153,10 +154,10 @@ def build_instance(images: LayerBuilder, name_hint: str, spec: EnvSpec, env: Ima
             if planned is None:
                 if spec.compiler == "none" and not spec.downloads:
                     # no compiler cache to mount: the install committed in one layer
-                    log, written = _install_committed(images, env, spec, tag, whole_tree(), script, labels)
+                    log, written = _install_committed(images, env, spec, tag, tree_dir, script, labels)
                 else:
                     build_parent = compiler_env if spec.compiler != "none" else env
-                    log, written = _install_in_container(images, build_parent, spec, whole_tree(), script, delta,
+                    log, written = _install_in_container(images, build_parent, spec, tree_dir, script, delta,
                                                          ccache_key)
                     dockerfile = f"FROM {final_parent.tag}\n{env_lines}ADD delta.tar /\nWORKDIR /testbed\n"
                     images.docker_build(tag, dockerfile, {"delta.tar": delta}, labels)
@@ -172,13 +173,15 @@ def build_instance(images: LayerBuilder, name_hint: str, spec: EnvSpec, env: Ima
 
 
 WRITTEN = "/opt/harness/.install-written"
-#: Bumped when how an instance layer is built changes (3: an install without a compiler is
+#: Bumped when how an instance layer is built changes (4: the tree is copied into the build
+#: container from a read-only mount of the export, a further instance's small layer is one
+#: commit; the files are 3's; 3: an install without a compiler is
 #: committed from a build container, one layer; 2: what the install wrote is copied back with
 #: tar under bash; layout 1 ran a bash-only loop under /bin/sh and copied nothing).
-LAYOUT = 3
+LAYOUT = 4
 
 
-def _install_committed(images: LayerBuilder, env: ImageRef, spec: EnvSpec, tag: str, tree_tar: Path,
+def _install_committed(images: LayerBuilder, env: ImageRef, spec: EnvSpec, tag: str, tree_dir: Path,
                        script: str, labels: dict) -> tuple[str, list[str]]:
     """The install in a build container of the environment image, committed as the instance
     image (one layer on ``env``). The tree goes to the pristine location once; the install
@@ -197,13 +200,12 @@ def _install_committed(images: LayerBuilder, env: ImageRef, spec: EnvSpec, tag: 
     # no owner label and no user: a commit keeps the container's labels and user in the image
     # (each step runs as root by its own exec)
     container = client.containers.create(env.image_id, command=["sleep", "infinity"], network_mode="none",
-                                         working_dir="/", tmpfs={"/testbed": "exec,mode=0755"})
+                                         working_dir="/", tmpfs={"/testbed": "exec,mode=0755"},
+                                         mounts=[tree_mount(tree_dir)])
     started = time.monotonic()
     try:
         container.start()
-        container.exec_run(["mkdir", "-p", PRISTINE_TREE], user="0:0")
-        with open(tree_tar, "rb") as handle:
-            container.put_archive(PRISTINE_TREE, handle)
+        _put_tree(container, tree_dir)
         container.put_archive("/opt/harness", tar_bytes({"install.sh": script.encode()}))
         run = (f"set -e; touch {STAMP}; cp -a --no-preserve=ownership {PRISTINE_TREE}/. /testbed/; "
                f"bash /opt/harness/install.sh; "
@@ -224,7 +226,7 @@ def _install_committed(images: LayerBuilder, env: ImageRef, spec: EnvSpec, tag: 
             raise ImageBuildError(f"the install of {spec.repo}@{spec.version} left no list of what it wrote", log=log)
         container.kill()
         config = base.attrs["Config"]
-        commit_instance(container, config, tag, labels, _with_variables(config.get("Env") or [], dict(spec.env)))
+        commit_instance(container, config, tag, labels, with_variables(config.get("Env") or [], dict(spec.env)))
         seconds = time.monotonic() - started
         images.keep_log(tag, f"# the install, in a build container of {env.tag}, committed ({seconds:.1f} s)\n"
                              f"# run\n{run}\n# output\n{log}")
@@ -244,22 +246,7 @@ def _install_failed(spec: EnvSpec, code: int, log: str, log_path: str | None = N
                            f"{failing_package(log) or spec.repo}; command: {step}", log=log, log_path=log_path)
 
 
-def _with_variables(environment: list[str], variables: dict[str, str]) -> list[str]:
-    """``environment`` (``NAME=value`` lines) with ``variables`` set, as Dockerfile ``ENV``
-    lines set them: a name already there keeps its place, a new one is appended (pure)."""
-    out = list(environment)
-    for name, value in variables.items():
-        line = f"{name}={value}"
-        for index, existing in enumerate(out):
-            if existing.split("=", 1)[0] == name:
-                out[index] = line
-                break
-        else:
-            out.append(line)
-    return out
-
-
-def _install_in_container(images: LayerBuilder, parent: ImageRef, spec: EnvSpec, tree_tar: Path, script: str,
+def _install_in_container(images: LayerBuilder, parent: ImageRef, spec: EnvSpec, tree_dir: Path, script: str,
                           delta: Path, ccache_key: str) -> tuple[str, list[str]]:
     client = images.client
     mounts = []
@@ -271,14 +258,13 @@ def _install_in_container(images: LayerBuilder, parent: ImageRef, spec: EnvSpec,
         env.update(build_env(spec))
         env["PATH"] = f"/usr/lib/ccache:{VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
     container = client.containers.create(parent.tag, command=["sleep", "infinity"], network_mode="none",
-                                         user="0:0", working_dir="/", environment=env, mounts=mounts,
+                                         user="0:0", working_dir="/", environment=env,
+                                         mounts=[*mounts, tree_mount(tree_dir)],
                                          labels={"org.harness.owner": "harness-builder"})
     started = time.monotonic()
     try:
         container.start()
-        container.exec_run(["mkdir", "-p", PRISTINE_TREE])
-        with open(tree_tar, "rb") as handle:
-            container.put_archive(PRISTINE_TREE, handle)
+        _put_tree(container, tree_dir)
         container.put_archive("/opt/harness", tar_bytes({"install.sh": script.encode()}, 0o755))
         for url, digest, to in spec.downloads:
             data = fetch_download(images.cache_dir, url, digest)
@@ -314,6 +300,14 @@ def _install_in_container(images: LayerBuilder, parent: ImageRef, spec: EnvSpec,
         return log + f"\n# install and collect: {time.monotonic() - started:.1f} s\n", written
     finally:
         container.remove(force=True, v=True)
+
+
+def _put_tree(container, tree_dir: Path) -> None:
+    """The exported tree at the pristine location of a build container that mounts it."""
+    code, output = container.exec_run(["/bin/bash", "-o", "pipefail", "-c", put_tree_shell()], user="0:0", workdir="/")
+    if code != 0:
+        raise ImageBuildError(f"copying the exported tree {tree_dir} into the build container failed (exit {code})",
+                              log=output.decode(errors="replace"))
 
 
 def fetch_download(cache_dir: Path, url: str, digest: str) -> bytes:

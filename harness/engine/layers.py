@@ -198,6 +198,27 @@ def tar_bytes(files: dict[str, bytes], mode: int = 0o644) -> bytes:
 TREE_MTIME = 946684800
 
 
+#: Where a build container sees the exported tree (bind-mounted read-only): a directory every
+#: base has, so that the mount leaves nothing in a committed layer.
+TREE_SOURCE = "/mnt"
+
+
+def tree_mount(tree_dir: Path) -> Any:
+    """The read-only mount of an exported tree at :data:`TREE_SOURCE`."""
+    from docker.types import Mount
+    return Mount(target=TREE_SOURCE, source=str(Path(tree_dir).resolve()), type="bind", read_only=True)
+
+
+def put_tree_shell() -> str:
+    """Shell (root, in a build container with :func:`tree_mount`): the tree at PRISTINE_TREE as
+    :func:`tree_tarinfo` puts it there (the harness user's, every mtime TREE_MTIME, modes
+    kept), copied by tar inside the container instead of archived by the harness and sent
+    through the engine; the directory itself stays root's, mode 755."""
+    return (f"mkdir -p {PRISTINE_TREE} && tar -C {TREE_SOURCE} -c -f - --owner=1000 --group=1000 --numeric-owner "
+            f"--mtime=@{TREE_MTIME} . | tar -C {PRISTINE_TREE} -x -p -f - && chown 0:0 {PRISTINE_TREE} && "
+            f"chmod 755 {PRISTINE_TREE}")
+
+
 def tree_tarinfo(info: tarfile.TarInfo) -> tarfile.TarInfo:
     info = normalise_tarinfo(info)
     info.mtime = TREE_MTIME
@@ -211,15 +232,38 @@ def normalise_tarinfo(info: tarfile.TarInfo) -> tarfile.TarInfo:
     return info
 
 
-def commit_instance(container: Any, base_config: dict, tag: str, labels: dict[str, str],
-                    environment: list[str] | None = None) -> None:
-    """Commit a build container as the instance image ``tag``: the configuration of the image
-    it was made from (``base_config``: command, entrypoint, user; ``environment`` instead of its
-    variables when given), /testbed as the working directory, ``labels`` over its labels. The
-    container must carry no user and no labels of its own: a commit keeps them in the image."""
+def commit_image(container: Any, base_config: dict, tag: str, labels: dict[str, str],
+                 environment: list[str] | None = None, working_dir: str | None = None) -> None:
+    """Commit a build container as the image ``tag``: the configuration of the image it was
+    made from (``base_config``: command, entrypoint, user, working directory; ``environment``
+    instead of its variables and ``working_dir`` instead of its directory when given),
+    ``labels`` over its labels. The container must carry no user, labels or working directory
+    of its own: a commit keeps them in the image."""
     repository, name = tag.split(":", 1)
     container.commit(repository, name, conf={
         "Cmd": base_config.get("Cmd"), "Entrypoint": base_config.get("Entrypoint"),
-        "User": base_config.get("User") or "", "WorkingDir": "/testbed",
+        "User": base_config.get("User") or "",
+        "WorkingDir": (base_config.get("WorkingDir") or "") if working_dir is None else working_dir,
         "Env": base_config.get("Env") if environment is None else environment,
         "Labels": {**(base_config.get("Labels") or {}), **labels}})
+
+
+def commit_instance(container: Any, base_config: dict, tag: str, labels: dict[str, str],
+                    environment: list[str] | None = None) -> None:
+    """:func:`commit_image` of an instance image: /testbed is its working directory."""
+    commit_image(container, base_config, tag, labels, environment, "/testbed")
+
+
+def with_variables(environment: list[str], variables: dict[str, str]) -> list[str]:
+    """``environment`` (``NAME=value`` lines) with ``variables`` set, as Dockerfile ``ENV``
+    lines set them: a name already there keeps its place, a new one is appended (pure)."""
+    out = list(environment)
+    for name, value in variables.items():
+        line = f"{name}={value}"
+        for index, existing in enumerate(out):
+            if existing.split("=", 1)[0] == name:
+                out[index] = line
+                break
+        else:
+            out.append(line)
+    return out

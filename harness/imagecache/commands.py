@@ -85,10 +85,12 @@ def add_images_parser(sub) -> None:
 
 # ---------------------------------------------------------------------------- reading
 
-def current_formats() -> tuple[int, int]:
-    from harness.engine.layers import IMAGE_FORMAT
+def current_formats() -> tuple[int, int, int]:
+    """The image format, instance layout and environment layout this harness builds."""
+    from harness.engine.environment_layer import LAYOUT as ENV_LAYOUT
     from harness.engine.instance_layer import LAYOUT
-    return IMAGE_FORMAT, LAYOUT
+    from harness.engine.layers import IMAGE_FORMAT
+    return IMAGE_FORMAT, LAYOUT, ENV_LAYOUT
 
 
 def _view(client, only_label: str | None, engine_total: bool = False):
@@ -168,11 +170,11 @@ def cmd_images_list(args: argparse.Namespace) -> int:
 
 def criteria_from_args(args: argparse.Namespace, now: float):
     from harness.imagecache.selection import Criteria
-    image_format, layout = current_formats()
+    image_format, layout, env_layout = current_formats()
     level = args.level
     if not (args.older_than is not None or args.stale or level or args.set or args.budget is not None):
         level = "env"  # the historical default: instance images go
-    return Criteria(now=now, image_format=image_format, instance_layout=layout, older_than=args.older_than,
+    return Criteria(now=now, image_format=image_format, instance_layout=layout, environment_layout=env_layout, older_than=args.older_than,
                     stale=args.stale, level=level, in_set=read_set(args.set, "--set") if args.set else None,
                     keep_set=read_set(args.keep_set, "--keep-set") if args.keep_set else None, budget=args.budget)
 
@@ -272,12 +274,12 @@ def prune_for_run(client, *, level: str | None = None, budget: int | None = None
     Returns the plan and what happened to each of its removals."""
     from harness.imagecache.selection import Criteria, plan
     now = time.time()
-    image_format, layout = current_formats()
+    image_format, layout, env_layout = current_formats()
     if level is not None:
-        criteria = Criteria(now=now, image_format=image_format, instance_layout=layout, level=level,
+        criteria = Criteria(now=now, image_format=image_format, instance_layout=layout, environment_layout=env_layout, level=level,
                             in_set=instance_ids)
     else:
-        criteria = Criteria(now=now, image_format=image_format, instance_layout=layout, budget=budget,
+        criteria = Criteria(now=now, image_format=image_format, instance_layout=layout, environment_layout=env_layout, budget=budget,
                             keep_set=instance_ids)
     state, view, images = _view(client, only_label)
     decided = plan(images, view.accounting, criteria, _leases(state))

@@ -85,6 +85,9 @@ class Criteria:
     image_format: int
     instance_layout: int
     older_than: float | None = None
+    #: the environment layout this harness builds (an environment image without one in its
+    #: inputs is layout 1); None: not checked
+    environment_layout: int | None = None
     stale: bool = False
     level: str | None = None
     in_set: frozenset[str] | None = None
@@ -235,10 +238,38 @@ def stale_reason(image: CachedImage, criteria: Criteria, tagged_ids: set[str]) -
         return f"image format {image.format}, this harness builds {criteria.image_format}: never reused"
     if image.kind == "inst" and image.layout is not None and image.layout != criteria.instance_layout:
         return f"instance layout {image.layout}, this harness builds {criteria.instance_layout}: never reused"
+    if image.kind == "env" and criteria.environment_layout is not None \
+            and (image.layout or 1) != criteria.environment_layout:
+        return (f"environment layout {image.layout or 1}, this harness builds {criteria.environment_layout}: "
+                "never reused")
     for name, image_id in image.built_from:
         if image_id not in tagged_ids:
             return f"the {name} image it was built on ({image_id[7:19]}) is gone: never reused"
     return None
+
+
+def _stale_with_parents(images: list[CachedImage], criteria: Criteria, tagged_ids: set[str]) -> dict[str, str | None]:
+    """:func:`stale_reason` of each image, and stale too what was built on a stale image (its tag
+    names that image's id, which this harness never makes again)."""
+    by_id = {image.image_id: image for image in images}
+    out: dict[str, str | None] = {}
+
+    def stale(image: CachedImage) -> str | None:
+        if image.image_id in out:
+            return out[image.image_id]
+        out[image.image_id] = None   # a cycle (none should exist) ends here
+        why = stale_reason(image, criteria, tagged_ids)
+        for name, parent_id in image.built_from if why is None else ():
+            parent = by_id.get(parent_id)
+            if parent is not None and stale(parent) is not None:
+                why = f"the {name} image it was built on ({parent_id[7:19]}) is never reused: neither is it"
+                break
+        out[image.image_id] = why
+        return why
+
+    for image in images:
+        stale(image)
+    return out
 
 
 def protection(image: CachedImage, criteria: Criteria, leases: Mapping[str, str],
@@ -311,8 +342,9 @@ def plan(images: Iterable[CachedImage], accounting: Accounting, criteria: Criter
 
     reasons: dict[str, str] = {}
     candidates: set[str] = set()
+    stale_of = _stale_with_parents(images, criteria, tagged_ids) if criteria.stale else {}
     for image in images:
-        stale = stale_reason(image, criteria, tagged_ids) if criteria.stale else None
+        stale = stale_of.get(image.image_id)
         selected, why = _match(image, criteria, last[image.image_id], stale, in_set) if criteria.selects \
             else (False, ["no criterion given"])
         guard = protection(image, criteria, leases, kept_for_set)

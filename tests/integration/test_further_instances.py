@@ -348,7 +348,8 @@ def test_what_the_install_writes_into_the_tree_is_in_the_image(tmp_path, harness
               "FAIL_TO_PASS": ["tests/test_pure.py::test_version"], "PASS_TO_PASS": []}
     specs = tmp_path / "specs"
     specs.mkdir()
-    (specs / "example__pure.yaml").write_text(PURE_SPEC.format(salt=tmp_path.name))
+    salt = uuid.uuid4().hex[:12]   # built here, not found from an earlier session
+    (specs / "example__pure.yaml").write_text(PURE_SPEC.format(salt=salt))
     instances = tmp_path / "pure.jsonl"
     instances.write_text(json.dumps(record) + "\n")
     run = harness_run("--instances", str(instances), "--specs", str(specs), "--repo", f"example/pure={repo}",
@@ -362,10 +363,17 @@ def test_what_the_install_writes_into_the_tree_is_in_the_image(tmp_path, harness
     image, env = engine.images.get(report["image"]["tag"]), engine.images.get(report["image"]["env_id"])
     assert image.attrs["RootFS"]["Layers"][:-1] == env.attrs["RootFS"]["Layers"]   # one layer on the environment
     config, env_config = image.attrs["Config"], env.attrs["Config"]
-    assert config["Env"] == [*env_config["Env"], f"HARNESS_TEST_SALT={tmp_path.name}"]
+    assert config["Env"] == [*env_config["Env"], f"HARNESS_TEST_SALT={salt}"]
     assert (config["User"], config["Cmd"], config["WorkingDir"]) == (env_config["User"], env_config["Cmd"], "/testbed")
     assert config["Labels"]["org.harness.kind"] == "inst" and "org.harness.owner" not in config["Labels"]
     shape = run_once(engine, report["image"]["tag"], ["sh", "-c", "stat -c '%U %a' /testbed; ls -A /testbed | wc -l; "
                                                                    "ls /opt/harness"]).decode().split("\n")
     assert shape[:2] == ["harness 755", "0"], shape
     assert "install.sh" in shape and ".install-stamp" not in shape, shape
+    # the tree as exported (copied from a read-only mount of the export: the harness user's files,
+    # every mtime the export's fixed one), the mount itself gone
+    tree = run_once(engine, report["image"]["tag"], ["sh", "-c", "stat -c '%U:%G %a %Y' /opt/harness/testbed "
+                                                                  "/opt/harness/testbed/setup.py /opt/harness/testbed/tests; "
+                                                                  "ls -A /mnt | wc -l"]).decode().split("\n")
+    assert tree[:4] == ["root:root 755 " + tree[0].split()[-1], "harness:harness 644 946684800",
+                        "harness:harness 755 946684800", "0"], tree

@@ -26,6 +26,7 @@ from docker.errors import APIError, NotFound
 from harness.cli import main
 from harness.engine.images import stream_build
 from harness.engine.layers import IMAGE_FORMAT, tar_bytes
+from harness.engine.environment_layer import LAYOUT as ENV_LAYOUT
 from harness.engine.instance_layer import LAYOUT
 from harness.bookkeeping.usage import UseIndex, engine_state_dir
 
@@ -71,7 +72,7 @@ def family(engine, tmp_path, monkeypatch):
 
     try:
         imported("base", "base", fam.token, {"format": IMAGE_FORMAT}, 64_000)
-        child("env", "env", "base", {"format": IMAGE_FORMAT, "base": fam.ids["base"]}, 128_000)
+        child("env", "env", "base", {"format": IMAGE_FORMAT, "layout": ENV_LAYOUT, "base": fam.ids["base"]}, 128_000)
         inst = {"format": IMAGE_FORMAT, "layout": LAYOUT, "env": fam.ids["env"], "parent": fam.ids["env"]}
         child("inst-old", "inst", "env", inst, 32_000)
         child("inst-new", "inst", "env", inst, 48_000)
@@ -299,9 +300,10 @@ def test_a_lease_taken_after_the_plan_still_protects_and_strands_no_child(engine
     from harness.imagecache.selection import Criteria, plan
     state = engine_state_dir(engine.info()["ID"])
     view = read_engine(engine, UseIndex(state), only_label=family.label)
-    image_format, layout = current_formats()
+    image_format, layout, env_layout = current_formats()
     decided = plan(view.images, view.accounting, Criteria(now=time.time(), image_format=image_format,
-                                                          instance_layout=layout, level="none"))
+                                                          instance_layout=layout, environment_layout=env_layout,
+                                                          level="none"))
     mine = {family.ids[n] for n in ("base", "env", "inst-old", "inst-new", "inst-stale")}
     assert {v.image.image_id for v in decided.removals} == mine
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(state / "leases"), family.tags["inst-stale"]],

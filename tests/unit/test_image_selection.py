@@ -124,6 +124,20 @@ def test_older_than_uses_the_last_use_of_anything_needing_the_image():
     assert "last used 1 week ago (older than 5 days)" in reason(decided, "env-f")
 
 
+def test_an_environment_of_another_layout_is_stale_one_without_a_layout_being_layout_1():
+    images = family(**{"env-f": image("env-f", "b f", used=7 * DAY, needs="base-x", built_from={"base": "base-x"},
+                                      layout=None),
+                       "env-e": image("env-e", "b e", used=DAY, needs="base-x", built_from={"base": "base-x"},
+                                      layout=2)})
+    decided = plan(images, Accounting(SIZES), criteria(stale=True, environment_layout=2))
+    assert "environment layout 1, this harness builds 2" in reason(decided, "env-f")
+    assert "env-f" in names(decided) and "env-e" not in names(decided)
+    # what was built on the stale environment goes with it; nothing else of the current one
+    assert "inst-j" in names(decided) and "inst-1" not in names(decided)
+    # not checked when the criteria do not name a layout
+    assert "env-f" not in names(plan(images, Accounting(SIZES), criteria(stale=True)))
+
+
 def test_an_image_never_recorded_is_dated_by_its_creation():
     never = image("inst-2", "b e i2", needs="env-e base-x")  # created 30 days ago, no use recorded
     decided = plan(family(**{"inst-2": never}), Accounting(SIZES), criteria(older_than=20 * DAY))
