@@ -21,6 +21,7 @@ interpreter): base → interpreter → environment → instance.
   harness's site hook (:func:`harness.incontainer.site_hook`) in the site-packages of the
   venv and of its base interpreter, so that every Python process of the environment can
   run the harness's bootstrap while the tests run. Tag ``harness-env:py<ver>-<hash>``.
+  Committed from a build container: see :mod:`harness.engine.environment_layer`.
 * **instance**: see :mod:`harness.engine.instance_layer`.
 
 Every tag carries a content hash of its inputs, so changing an input rebuilds that layer
