@@ -29,15 +29,14 @@ from typing import Any
 
 from docker.types import Mount
 
-from harness.engine.layers import PYTHON, VENV, LayerBuilder, commit_image, tar_bytes, with_variables
+from harness import incontainer
+from harness.engine.layers import (BUILD_INPUT_MOUNT, PYTHON, VENV, LayerBuilder, commit_image, tar_bytes,
+                                   with_variables)
 from harness.errors import ImageBuildError
 
 WHEELS = "/opt/harness/wheels"
 LOCK = "/opt/harness/requirements.lock"
 SITE_HOOK_SOURCE = "/opt/harness/site-hook.pth"
-#: Where the host's wheelhouses are mounted (read-only) in the build container only: a directory
-#: every base has, so that the mount leaves nothing in the committed layer.
-MOUNTED = "/mnt"
 #: What the layer sets in the image's configuration (the Dockerfile's ``ENV`` did the same).
 VARIABLES = {"PATH": f"{VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
              "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": WHEELS, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
@@ -65,10 +64,9 @@ def venv_install(python: str, venv: str, wheels: str, lock: str) -> str:
 def install_script(executable: str, services: list[tuple[Any, str, Path]]) -> str:
     """The build, as root in the build container (bash). ``services``: (ServiceSpec, lock text,
     wheel dir)."""
-    from harness import incontainer
     copy = "cp -a --no-preserve=ownership"
     lines = ["set -e",
-             f"{copy} {MOUNTED}/main {WHEELS}", f"chmod 755 {WHEELS}",
+             f"{copy} {BUILD_INPUT_MOUNT}/main {WHEELS}", f"chmod 755 {WHEELS}",
              venv_install(executable, VENV, WHEELS, LOCK),
              f"{PYTHON} -m pip freeze --all > /opt/harness/installed.txt",
              incontainer.site_hook_shell(PYTHON, SITE_HOOK_SOURCE),
@@ -78,7 +76,7 @@ def install_script(executable: str, services: list[tuple[Any, str, Path]]) -> st
         lines += [f"export {name}={shlex.quote(value)}" for name, value in VARIABLES.items()]
     for svc, _, _ in services:
         home = f"/opt/harness/services/{svc.name}"
-        lines += [f"{copy} {MOUNTED}/services/{shlex.quote(svc.name)} {home}/wheels", f"chmod 755 {home}/wheels",
+        lines += [f"{copy} {BUILD_INPUT_MOUNT}/services/{shlex.quote(svc.name)} {home}/wheels", f"chmod 755 {home}/wheels",
                   venv_install(executable, home + "/venv", home + "/wheels", home + "/requirements.lock"),
                   f"PATH={home}/venv/bin:$PATH bash {home}/build.sh",
                   f"chmod -R go-w {home}"]
@@ -89,7 +87,6 @@ def build_environment(images: LayerBuilder, tag: str, parent_id: str, executable
                       wheel_dir: Path, services: list[tuple[Any, str, Path]], labels: dict[str, str]) -> None:
     """Build the environment image ``tag`` on the image ``parent_id`` (see the module's text).
     The whole log is kept; a failed step raises ImageBuildError with it."""
-    from harness import incontainer
     client = images.client
     config = client.images.get(parent_id).attrs["Config"]
     files = {LOCK.lstrip("/"): lock_text.encode(), SITE_HOOK_SOURCE.lstrip("/"): incontainer.site_hook("")[1]}
@@ -107,7 +104,7 @@ def build_environment(images: LayerBuilder, tag: str, parent_id: str, executable
         # no labels, user or working directory of its own: a commit keeps them in the image (the
         # build runs as root by its own exec)
         container = client.containers.create(parent_id, command=["sleep", "infinity"], network_mode="none",
-                                             mounts=[Mount(target=MOUNTED, source=str(stage), type="bind",
+                                             mounts=[Mount(target=BUILD_INPUT_MOUNT, source=str(stage), type="bind",
                                                            read_only=True)])
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)

@@ -198,15 +198,16 @@ def tar_bytes(files: dict[str, bytes], mode: int = 0o644) -> bytes:
 TREE_MTIME = 946684800
 
 
-#: Where a build container sees the exported tree (bind-mounted read-only): a directory every
-#: base has, so that the mount leaves nothing in a committed layer.
-TREE_SOURCE = "/mnt"
+#: Where a build container sees what the host gives it (the exported tree, a wheelhouse),
+#: bind-mounted read-only: a directory every base has, so that the mount point leaves nothing
+#: in a committed layer.
+BUILD_INPUT_MOUNT = "/mnt"
 
 
 def tree_mount(tree_dir: Path) -> Any:
-    """The read-only mount of an exported tree at :data:`TREE_SOURCE`."""
+    """The read-only mount of an exported tree at :data:`BUILD_INPUT_MOUNT`."""
     from docker.types import Mount
-    return Mount(target=TREE_SOURCE, source=str(Path(tree_dir).resolve()), type="bind", read_only=True)
+    return Mount(target=BUILD_INPUT_MOUNT, source=str(Path(tree_dir).resolve()), type="bind", read_only=True)
 
 
 def put_tree_shell() -> str:
@@ -214,7 +215,7 @@ def put_tree_shell() -> str:
     :func:`tree_tarinfo` puts it there (the harness user's, every mtime TREE_MTIME, modes
     kept), copied by tar inside the container instead of archived by the harness and sent
     through the engine; the directory itself stays root's, mode 755."""
-    return (f"mkdir -p {PRISTINE_TREE} && tar -C {TREE_SOURCE} -c -f - --owner=1000 --group=1000 --numeric-owner "
+    return (f"mkdir -p {PRISTINE_TREE} && tar -C {BUILD_INPUT_MOUNT} -c -f - --owner=1000 --group=1000 --numeric-owner "
             f"--mtime=@{TREE_MTIME} . | tar -C {PRISTINE_TREE} -x -p -f - && chown 0:0 {PRISTINE_TREE} && "
             f"chmod 755 {PRISTINE_TREE}")
 
