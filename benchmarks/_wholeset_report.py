@@ -317,6 +317,9 @@ def markdown(data: dict) -> str:
             elif not run.get("final", True):
                 out += [f"**{name} still running** when these figures were written ({len(run['reports'])} "
                         f"reports after {_s(run['wall'])} s): a snapshot, not the run's totals.", ""]
+        for name, run in runs.items():
+            if run.get("acct"):
+                out += [f"#### CPU by program, {name} run (process accounting)", "", acct_table(run), ""]
         if side.get("engine_version") is None:
             out += ["The private engine never answered: nothing was measured on this side.", ""]
         if "cold" in runs:
@@ -352,6 +355,19 @@ def markdown(data: dict) -> str:
                            concurrency(s["runs"]["cold"]["reports"]))] for s in data["sides"] if "cold" in s["runs"]]),
                 ""]
     return "\n".join(out)
+
+
+def acct_table(run: dict, rows: int = 25) -> str:
+    """benchmarks/_acct.py's figures: CPU seconds by program and user, with the cgroups' total
+    beside them (the engine's daemons outlive the run and have no record)."""
+    acct = run["acct"]
+    groups = sum(v["user"] + v["system"] for v in run["cpu"].values())
+    table = _table(["program", "user", "CPU (s)", "share", "processes"],
+                   [[p, u, _s(s, 1), f"{100 * s / acct['cpu']:.1f} %" if acct["cpu"] else "–", n]
+                    for p, u, s, n in acct["programs"][:rows]])
+    users = ", ".join(f"{u} {_s(s)} s" for u, s in acct["by_user"].items())
+    return (f"{table}\n\n{acct['processes']} processes ended during the run, {_s(acct['cpu'])} CPU-s in all ({users}); "
+            f"the cgroups counted {_s(groups)} CPU-s (the engine's daemons, still running at the end, have no record).")
 
 
 def disk_table(run: dict) -> str:

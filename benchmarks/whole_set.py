@@ -69,6 +69,7 @@ from pathlib import Path
 from typing import Callable
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parent.parent)]
+import _acct as A  # noqa: E402
 import _common as C  # noqa: E402
 import _measure as M  # noqa: E402
 import _wholeset_report as R  # noqa: E402
@@ -113,6 +114,9 @@ def parse_args(argv=None):
                    help="let pip and uv read this machine's configuration (local indexes, find-links); default: "
                         "none, as a new user's")
     p.add_argument("--keep", action="store_true", help="keep the engine's data, the cache and the runs")
+    p.add_argument("--acct", action="store_true",
+                   help="CPU time by program during each run, from the kernel's process accounting (accton, "
+                        "Debian's acct package; benchmarks/_acct.py)")
     p.add_argument("--out", type=Path, help="raw JSON (default benchmarks/results/whole_set.json)")
     p.add_argument("--markdown", action="store_true", help="print the tables for docs/BENCHMARKS.md")
     p.add_argument("--tables-from", type=Path, metavar="JSON", help="only print the tables of an earlier run")
@@ -331,6 +335,7 @@ class Bench:
         published = {"done": 0}
         logs = self.root / "logs"
         logs.mkdir(exist_ok=True)
+        accounting = A.Accounting(self.root / f"acct-{name}") if args.acct else None
         run = M.GroupRun(argv, out=logs / f"{name}.out", err=logs / f"{name}.err", every=args.sample_every,
                          cwd=self.side.checkout or ROOT, env=self.environment(),
                          preexec_fn=self.cpu["harness"].join_self)
@@ -362,6 +367,7 @@ class Bench:
                 "reports": R.read_run(run_dir, run.started_at), "summary": _read_json(run_dir / "summary.json"),
                 "wheels": R.wheel_sharing(self.cache / "wheelhouse"),
                 "stderr_tail": (logs / f"{name}.err").read_text(errors="replace")[-3000:],
+                **({"acct": accounting.summary()} if final and accounting is not None else {}),
             }
 
         def probe() -> dict:
@@ -381,13 +387,21 @@ class Bench:
             return sample
 
         def record_interrupted(status: int | None, usage) -> None:
+            if accounting is not None:
+                accounting.stop()
             final = result(run.samples, final=True, status=status, usage=usage)
             publish(final)
             print(f"[{self.side.label}] {name}: {run.stopped} after {final['wall']:.0f} s, "
                   f"{len(final['reports'])} reports", file=sys.stderr, flush=True)
 
-        status, usage = run.wait(probe, on_interrupt=record_interrupted,
-                                 interrupted=lambda exc: f"interrupted ({exc!r}): the run was stopped")
+        if accounting is not None:
+            accounting.start()
+        try:
+            status, usage = run.wait(probe, on_interrupt=record_interrupted,
+                                     interrupted=lambda exc: f"interrupted ({exc!r}): the run was stopped")
+        finally:
+            if accounting is not None:
+                accounting.stop()
         final = result(run.samples, final=True, status=status, usage=usage)
         publish(final)
         print(f"[{self.side.label}] {name}: {final['wall']:.0f} s, exit {final['exit_code']}, "
@@ -438,6 +452,8 @@ def main(argv=None) -> int:
     if free < (args.min_free + 5) * GB:
         raise SystemExit(f"{args.work_dir}: {free / GB:.1f} GB free, below --min-free {args.min_free} + 5 GB: "
                          "not started")
+    if args.acct and not A.Accounting.available():
+        raise SystemExit("--acct needs accton (apt-get install acct)")
     records, selection = select_records(args)
     if not records:
         raise SystemExit("no instance selected")
