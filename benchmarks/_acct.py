@@ -10,7 +10,12 @@ root everything else (the harness and its tools, image builds, the engine).
 
 Processes still running when accounting stops (the engine's daemons, which live longer than
 the run) have no record: the cgroup figures count them. Records are version 3
-(``struct acct_v3`` of <linux/acct.h>), times in ``comp_t`` ticks of AHZ (100 per second)."""
+(``struct acct_v3`` of <linux/acct.h>), times in ``comp_t`` ticks of AHZ (100 per second).
+
+Where a process ran is found from its ancestors (:func:`places`): under a ``containerd-shim``
+it ran in a container (an image build or a sandbox), under the harness's process on the
+host (resolution, downloads, exports, base images), under the engine's daemons in the engine
+(its helper processes that unpack and pack layers)."""
 
 from __future__ import annotations
 
@@ -34,6 +39,9 @@ class Process:
     uid: int
     cpu: float        # user + system seconds
     elapsed: float    # seconds from start to exit
+    pid: int = 0
+    ppid: int = 0     # the parent when it ended (a reaper's, once its own parent had gone)
+    started: int = 0  # seconds since the epoch
 
 
 def comp_t(value: int) -> int:
@@ -48,26 +56,86 @@ def parse(data: bytes) -> list[Process]:
         fields = RECORD.unpack_from(data, offset)
         if fields[1] & 0x7F != 3:
             continue
-        uid, etime, utime, stime = fields[4], fields[9], fields[10], fields[11]
+        uid, pid, ppid, btime, etime, utime, stime = fields[4], *fields[6:12]
         command = fields[-1].split(b"\0", 1)[0].decode(errors="replace")
-        out.append(Process(command, uid, (comp_t(utime) + comp_t(stime)) / AHZ, etime / AHZ))
+        out.append(Process(command, uid, (comp_t(utime) + comp_t(stime)) / AHZ, etime / AHZ, pid, ppid, btime))
     return out
 
 
-def summary(processes: list[Process], top: int = 40) -> dict:
-    """CPU seconds in all, by user, and by (program, user) for the ``top`` programs."""
+#: the process an ancestor's command says a process ran under (nearest first)
+ANCESTORS = {"containerd-shim": "container", "dockerd": "engine", "containerd": "engine"}
+
+
+def places(processes: list[Process], host_roots: frozenset[int] = frozenset()) -> list[str]:
+    """Where each process ran: "container", "harness" (a descendant of a process whose pid
+    is in ``host_roots``, or that process), "engine" (its daemons, their shims and helpers),
+    or "other" where its ancestry ends without telling. Pids are reused: a parent is the record of that pid alive when the
+    child started (``started`` is in whole seconds, and a child's may round below its parent's)."""
+    by_pid: dict[int, list[int]] = {}
+    for i, p in enumerate(processes):
+        by_pid.setdefault(p.pid, []).append(i)
+
+    def parent(i: int) -> int | None:
+        child = processes[i]
+        best = None
+        for j in by_pid.get(child.ppid, ()):
+            p = processes[j]
+            if j != i and p.started - 1 <= child.started <= p.started + p.elapsed + 2 and \
+                    (best is None or p.started > processes[best].started):
+                best = j
+        return best
+
+    memo: dict[int, str] = {}   # what a process implies for its descendants
+
+    def place(i: int) -> str:
+        # walk up to a process that says where its descendants run, or to one already known
+        if processes[i].command in ANCESTORS:   # the engine's own processes
+            return "engine"
+        chain, found, current = [], "other", i
+        while len(chain) < 200:
+            p = processes[current]
+            if current != i and current in memo:
+                found = memo[current]
+                break
+            if current != i:
+                chain.append(current)
+            if p.pid in host_roots or (current != i and p.command in ANCESTORS):
+                found = "harness" if p.pid in host_roots else ANCESTORS[p.command]
+                break
+            if p.ppid in host_roots:
+                found = "harness"
+                break
+            up = parent(current)
+            if up is None:
+                break
+            current = up
+        for j in chain:
+            if j not in memo:
+                p = processes[j]
+                memo[j] = "harness" if p.pid in host_roots else ANCESTORS.get(p.command, found)
+        return found
+
+    return [place(i) for i in range(len(processes))]
+
+
+def summary(processes: list[Process], top: int = 40, host_roots: frozenset[int] = frozenset()) -> dict:
+    """CPU seconds in all, by user, by place (:func:`places`), and by (program, user, place)
+    for the ``top`` programs."""
     cpu: Counter = Counter()
     count: Counter = Counter()
     users: Counter = Counter()
-    for p in processes:
+    where: Counter = Counter()
+    for p, place in zip(processes, places(processes, host_roots)):
         user = USERS.get(p.uid, "other")
-        cpu[(p.command, user)] += p.cpu
-        count[(p.command, user)] += 1
+        cpu[(p.command, user, place)] += p.cpu
+        count[(p.command, user, place)] += 1
         users[user] += p.cpu
+        where[place] += p.cpu
     return {"processes": len(processes), "cpu": round(sum(cpu.values()), 2),
             "by_user": {u: round(s, 2) for u, s in users.most_common()},
-            "programs": [[command, user, round(s, 2), count[(command, user)]]
-                         for (command, user), s in cpu.most_common(top)]}
+            "by_place": {w: round(s, 2) for w, s in where.most_common()},
+            "programs": [[command, user, place, round(s, 2), count[(command, user, place)]]
+                         for (command, user, place), s in cpu.most_common(top)]}
 
 
 class Accounting:
@@ -92,5 +160,5 @@ class Accounting:
             subprocess.run(["accton", "off"], check=False, capture_output=True)
             self.on = False
 
-    def summary(self) -> dict | None:
-        return summary(parse(self.path.read_bytes())) if self.path.exists() else None
+    def summary(self, host_roots: frozenset[int] = frozenset()) -> dict | None:
+        return summary(parse(self.path.read_bytes()), host_roots=host_roots) if self.path.exists() else None

@@ -362,12 +362,14 @@ def acct_table(run: dict, rows: int = 25) -> str:
     beside them (the engine's daemons outlive the run and have no record)."""
     acct = run["acct"]
     groups = sum(v["user"] + v["system"] for v in run["cpu"].values())
-    table = _table(["program", "user", "CPU (s)", "share", "processes"],
-                   [[p, u, _s(s, 1), f"{100 * s / acct['cpu']:.1f} %" if acct["cpu"] else "–", n]
-                    for p, u, s, n in acct["programs"][:rows]])
+    table = _table(["program", "user", "where", "CPU (s)", "share", "processes"],
+                   [[p, u, w, _s(s, 1), f"{100 * s / acct['cpu']:.1f} %" if acct["cpu"] else "–", n]
+                    for p, u, w, s, n in acct["programs"][:rows]])
     users = ", ".join(f"{u} {_s(s)} s" for u, s in acct["by_user"].items())
-    return (f"{table}\n\n{acct['processes']} processes ended during the run, {_s(acct['cpu'])} CPU-s in all ({users}); "
-            f"the cgroups counted {_s(groups)} CPU-s (the engine's daemons, still running at the end, have no record).")
+    places = ", ".join(f"{w} {_s(s)} s" for w, s in acct.get("by_place", {}).items())
+    return (f"{table}\n\n{acct['processes']} processes ended during the run, {_s(acct['cpu'])} CPU-s in all (by user: "
+            f"{users}; by place: {places}); the cgroups counted {_s(groups)} CPU-s (the engine's daemons, still "
+            f"running at the end, have no record).")
 
 
 def disk_table(run: dict) -> str:

@@ -367,7 +367,8 @@ class Bench:
                 "reports": R.read_run(run_dir, run.started_at), "summary": _read_json(run_dir / "summary.json"),
                 "wheels": R.wheel_sharing(self.cache / "wheelhouse"),
                 "stderr_tail": (logs / f"{name}.err").read_text(errors="replace")[-3000:],
-                **({"acct": accounting.summary()} if final and accounting is not None else {}),
+                **({"acct": accounting.summary(frozenset({run.proc.pid} if run.proc else ()))}
+                   if final and accounting is not None else {}),
             }
 
         def probe() -> dict:
