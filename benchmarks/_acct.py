@@ -66,25 +66,46 @@ def parse(data: bytes) -> list[Process]:
 ANCESTORS = {"containerd-shim": "container", "dockerd": "engine", "containerd": "engine"}
 
 
-def places(processes: list[Process], host_roots: frozenset[int] = frozenset()) -> list[str]:
-    """Where each process ran: "container", "harness" (a descendant of a process whose pid
-    is in ``host_roots``, or that process), "engine" (its daemons, their shims and helpers),
-    or "other" where its ancestry ends without telling. Pids are reused: a parent is the record of that pid alive when the
-    child started (``started`` is in whole seconds, and a child's may round below its parent's)."""
+def parents(processes: list[Process]) -> list[int | None]:
+    """Each process's parent record (its index), or None: the record of the parent's pid alive
+    when the child started (pids are reused; ``started`` is in whole seconds, and a child's may
+    round below its parent's)."""
     by_pid: dict[int, list[int]] = {}
     for i, p in enumerate(processes):
         by_pid.setdefault(p.pid, []).append(i)
-
-    def parent(i: int) -> int | None:
-        child = processes[i]
+    out: list[int | None] = []
+    for i, child in enumerate(processes):
         best = None
         for j in by_pid.get(child.ppid, ()):
             p = processes[j]
             if j != i and p.started - 1 <= child.started <= p.started + p.elapsed + 2 and \
                     (best is None or p.started > processes[best].started):
                 best = j
-        return best
+        out.append(best)
+    return out
 
+
+def container_chains(processes: list[Process], depth: int = 2) -> list[tuple[str, ...] | None]:
+    """For a process in a container, the commands of its first ``depth`` ancestors below the
+    ``containerd-shim`` (the command the engine started, then its child), outermost first;
+    None elsewhere. What work a build container's process did shows there: an environment's
+    install runs under ``timeout`` then ``bash`` (which ends as its last command, ``chmod``)."""
+    up = parents(processes)
+    out: list[tuple[str, ...] | None] = []
+    for i in range(len(processes)):
+        chain, current = [], up[i]
+        while current is not None and len(chain) < 200 and processes[current].command != "containerd-shim":
+            chain.append(processes[current].command)
+            current = up[current]
+        out.append(tuple(chain[::-1][:depth]) if current is not None else None)
+    return out
+
+
+def places(processes: list[Process], host_roots: frozenset[int] = frozenset()) -> list[str]:
+    """Where each process ran: "container", "harness" (a descendant of a process whose pid
+    is in ``host_roots``, or that process), "engine" (its daemons, their shims and helpers),
+    or "other" where its ancestry ends without telling (parents as :func:`parents` finds them)."""
+    up = parents(processes)
     memo: dict[int, str] = {}   # what a process implies for its descendants
 
     def place(i: int) -> str:
@@ -105,10 +126,9 @@ def places(processes: list[Process], host_roots: frozenset[int] = frozenset()) -
             if p.ppid in host_roots:
                 found = "harness"
                 break
-            up = parent(current)
-            if up is None:
+            if up[current] is None:
                 break
-            current = up
+            current = up[current]
         for j in chain:
             if j not in memo:
                 p = processes[j]
@@ -119,8 +139,8 @@ def places(processes: list[Process], host_roots: frozenset[int] = frozenset()) -
 
 
 def summary(processes: list[Process], top: int = 40, host_roots: frozenset[int] = frozenset()) -> dict:
-    """CPU seconds in all, by user, by place (:func:`places`), and by (program, user, place)
-    for the ``top`` programs."""
+    """CPU seconds in all, by user, by place (:func:`places`), by (program, user, place) for
+    the ``top`` programs, and root's processes in containers by :func:`container_chains`."""
     cpu: Counter = Counter()
     count: Counter = Counter()
     users: Counter = Counter()
@@ -131,9 +151,17 @@ def summary(processes: list[Process], top: int = 40, host_roots: frozenset[int] 
         count[(p.command, user, place)] += 1
         users[user] += p.cpu
         where[place] += p.cpu
+    chains: Counter = Counter()
+    chain_count: Counter = Counter()
+    for p, chain in zip(processes, container_chains(processes)):
+        if chain is not None and p.uid == 0:
+            chains[(" > ".join(chain), p.command)] += p.cpu
+            chain_count[(" > ".join(chain), p.command)] += 1
     return {"processes": len(processes), "cpu": round(sum(cpu.values()), 2),
             "by_user": {u: round(s, 2) for u, s in users.most_common()},
             "by_place": {w: round(s, 2) for w, s in where.most_common()},
+            "root_in_containers": [[chain, command, round(s, 2), chain_count[(chain, command)]]
+                                   for (chain, command), s in chains.most_common(top)],
             "programs": [[command, user, place, round(s, 2), count[(command, user, place)]]
                          for (command, user, place), s in cpu.most_common(top)]}
 
@@ -162,3 +190,21 @@ class Accounting:
 
     def summary(self, host_roots: frozenset[int] = frozenset()) -> dict | None:
         return summary(parse(self.path.read_bytes()), host_roots=host_roots) if self.path.exists() else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python benchmarks/_acct.py FILE [--host-root PID ...] [--top N]``: an accounting file's
+    table (e.g. one kept from a benchmark's run)."""
+    import argparse
+    import json
+    p = argparse.ArgumentParser(description=main.__doc__)
+    p.add_argument("file", type=Path)
+    p.add_argument("--host-root", type=int, nargs="*", default=[], help="the harness's pid: its descendants ran on the host")
+    p.add_argument("--top", type=int, default=40)
+    args = p.parse_args(argv)
+    print(json.dumps(summary(parse(args.file.read_bytes()), args.top, frozenset(args.host_root)), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -70,7 +70,11 @@ def test_a_process_is_placed_by_its_ancestors_whose_pids_are_reused():
     places = acct.places(acct.parse(data), frozenset({500}))
     assert places == ["engine", "container", "container", "container", "harness", "harness", "harness", "engine",
                       "engine", "other"]
+    chains = acct.container_chains(acct.parse(data))
+    assert chains[3] == ("bash", "python") and chains[1] == () and chains[5] is None
     figures = acct.summary(acct.parse(data), host_roots=frozenset({500}))
+    assert {(c, p) for c, p, _, _ in figures["root_in_containers"]} == {("", "bash"), ("bash", "python"),
+                                                                         ("bash > python", "cc1")}
     assert figures["by_place"] == {"harness": 0.3, "container": 0.3, "engine": 0.3, "other": 0.1}
 
 
