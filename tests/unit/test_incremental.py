@@ -145,3 +145,31 @@ def test_a_build_ext_that_adds_an_extension_as_it_is_finalized_is_declared_once_
     assert [e["name"] for e in extensions] == ["p._a", "p._b", "p._compiler"]
     assert extensions[2]["definition"]["sources"] == ["p/_compiler.c"]
     assert extensions[2]["inplace"].startswith("p/_compiler.") and extensions[2]["build_lib"].startswith("build/lib")
+
+
+def test_a_rebuilt_library_loaded_with_ctypes_verifies_and_a_broken_extension_does_not(tmp_path):
+    """astropy 5's ``astropy.convolution._convolve`` is built by setup.py as an extension but is
+    a plain shared library loaded with ctypes: importing it says it defines no module, which
+    refused every incremental rebuild that rebuilt it. It verifies when it loads; a rebuilt
+    library that does not load (an unresolved symbol) is still a finding, as is one whose import
+    fails otherwise."""
+    (tmp_path / "q").mkdir()
+    (tmp_path / "q" / "__init__.py").write_text("")
+    (tmp_path / "plain.c").write_text("int answer(void) { return 42; }\n")
+    (tmp_path / "broken.c").write_text("int missing_elsewhere(void);\nint answer(void) { return missing_elsewhere(); }\n")
+    for name, source in (("_plain", "plain.c"), ("_broken", "broken.c")):
+        subprocess.run(["gcc", "-shared", "-fPIC", "-o", f"q/{name}.so", source], cwd=tmp_path, check=True,
+                       capture_output=True)
+    (tmp_path / "q" / "_garbage.so").write_bytes(b"not a shared object")
+    declared = {"name": "q", "version": "1.0",
+                "extensions": [_ext("q._plain", ["plain.c"]), _ext("q._broken", ["broken.c"]),
+                               _ext("q._garbage", ["garbage.c"])]}
+    out, report = tmp_path / "declared.json", tmp_path / "verify.json"
+    out.write_text(json.dumps(declared))
+    subprocess.run([sys.executable, str(DECLARED), "verify", str(out), str(report)], cwd=tmp_path, check=True,
+                   capture_output=True)
+    problems = json.loads(report.read_text())["problems"]
+    assert not any("q._plain" in p for p in problems)
+    assert any("extension q._broken does not import" in p and "missing_elsewhere" in p for p in problems)
+    assert any("extension q._garbage does not import" in p for p in problems)
+    assert any("installed q is (not installed" in p for p in problems)
