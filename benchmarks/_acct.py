@@ -85,12 +85,14 @@ def parents(processes: list[Process]) -> list[int | None]:
     return out
 
 
-def container_chains(processes: list[Process], depth: int = 2) -> list[tuple[str, ...] | None]:
+def container_chains(processes: list[Process], depth: int = 2,
+                     up: list[int | None] | None = None) -> list[tuple[str, ...] | None]:
     """For a process in a container, the commands of its first ``depth`` ancestors below the
     ``containerd-shim`` (the command the engine started, then its child), outermost first;
     None elsewhere. What work a build container's process did shows there: an environment's
-    install runs under ``timeout`` then ``bash`` (which ends as its last command, ``chmod``)."""
-    up = parents(processes)
+    install runs under ``timeout`` then ``bash`` (which ends as its last command, ``chmod``).
+    ``up``: :func:`parents`, when the caller has it."""
+    up = parents(processes) if up is None else up
     out: list[tuple[str, ...] | None] = []
     for i in range(len(processes)):
         chain, current = [], up[i]
@@ -101,11 +103,13 @@ def container_chains(processes: list[Process], depth: int = 2) -> list[tuple[str
     return out
 
 
-def places(processes: list[Process], host_roots: frozenset[int] = frozenset()) -> list[str]:
+def places(processes: list[Process], host_roots: frozenset[int] = frozenset(),
+           up: list[int | None] | None = None) -> list[str]:
     """Where each process ran: "container", "harness" (a descendant of a process whose pid
     is in ``host_roots``, or that process), "engine" (its daemons, their shims and helpers),
-    or "other" where its ancestry ends without telling (parents as :func:`parents` finds them)."""
-    up = parents(processes)
+    or "other" where its ancestry ends without telling (parents as :func:`parents` finds them;
+    ``up`` when the caller has them)."""
+    up = parents(processes) if up is None else up
     memo: dict[int, str] = {}   # what a process implies for its descendants
 
     def place(i: int) -> str:
@@ -145,7 +149,8 @@ def summary(processes: list[Process], top: int = 40, host_roots: frozenset[int] 
     count: Counter = Counter()
     users: Counter = Counter()
     where: Counter = Counter()
-    for p, place in zip(processes, places(processes, host_roots)):
+    up = parents(processes)   # one pass for both walks
+    for p, place in zip(processes, places(processes, host_roots, up)):
         user = USERS.get(p.uid, "other")
         cpu[(p.command, user, place)] += p.cpu
         count[(p.command, user, place)] += 1
@@ -153,7 +158,7 @@ def summary(processes: list[Process], top: int = 40, host_roots: frozenset[int] 
         where[place] += p.cpu
     chains: Counter = Counter()
     chain_count: Counter = Counter()
-    for p, chain in zip(processes, container_chains(processes)):
+    for p, chain in zip(processes, container_chains(processes, up=up)):
         if chain is not None and p.uid == 0:
             chains[(" > ".join(chain), p.command)] += p.cpu
             chain_count[(" > ".join(chain), p.command)] += 1
