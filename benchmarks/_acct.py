@@ -207,7 +207,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--host-root", type=int, nargs="*", default=[], help="the harness's pid: its descendants ran on the host")
     p.add_argument("--top", type=int, default=40)
     args = p.parse_args(argv)
-    print(json.dumps(summary(parse(args.file.read_bytes()), args.top, frozenset(args.host_root)), indent=1))
+    try:
+        data = args.file.read_bytes()
+    except OSError as exc:
+        p.error(f"{args.file}: {exc.strerror or exc}")
+    processes = parse(data)
+    if data and not processes:
+        p.error(f"{args.file}: no version-3 accounting records in its {len(data)} bytes (is it an acct(5) file?)")
+    print(json.dumps(summary(processes, args.top, frozenset(args.host_root)), indent=1))
     return 0
 
 

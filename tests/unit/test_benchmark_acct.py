@@ -108,3 +108,19 @@ def test_a_process_that_ends_while_accounting_is_on_is_recorded(tmp_path):
     figures = accounting.summary()
     mine = [row for row in figures["programs"] if row[0].startswith("python")]
     assert mine and max(row[3] for row in mine) >= 0.25
+
+
+def test_the_command_refuses_a_missing_file_and_one_without_records(tmp_path, capsys):
+    acct = _load("_acct")
+    with pytest.raises(SystemExit):
+        acct.main([str(tmp_path / "absent")])
+    assert "absent" in capsys.readouterr().err
+    junk = tmp_path / "junk"
+    junk.write_bytes(b"\xff" * 200)
+    with pytest.raises(SystemExit):
+        acct.main([str(junk)])
+    assert "no version-3 accounting records" in capsys.readouterr().err
+    good = tmp_path / "pacct"
+    good.write_bytes(_record(acct, b"cc1", 0, 100, 0))
+    assert acct.main([str(good)]) == 0
+    assert '"cc1"' in capsys.readouterr().out
